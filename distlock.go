@@ -1,0 +1,224 @@
+package distlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// Client takes locks from one backend. It is safe for concurrent use and
+// cheap to share: create one per backend and keep it.
+type Client struct {
+	backend driver.Backend
+	waiter  driver.Waiter // nil when the backend cannot notify
+	opts    options
+	owned   bool // made by Open: Close closes the backend
+}
+
+// New returns a Client that takes locks from backend. The options are the
+// defaults for every [Mutex] of the client. A nil backend does not panic: the
+// client's locks fail with [ErrInvalidBackend].
+func New(backend driver.Backend, opts ...Option) *Client {
+	c := &Client{backend: backend, opts: defaultOptions()}
+	if backend != nil {
+		if w, ok := backend.(driver.Waiter); ok && backend.Capabilities().NotifiedWait {
+			c.waiter = w
+		}
+	}
+	for _, opt := range opts {
+		opt(&c.opts)
+	}
+	return c
+}
+
+// Mutex returns a mutual-exclusion lock named key. The Mutex is only a
+// description: it holds nothing until [Mutex.Lock] or [Mutex.TryLock]
+// returns a [*Lock], and it may be used by many goroutines at once, each
+// getting its own handle. Invalid keys and options are reported by Lock and
+// TryLock.
+func (c *Client) Mutex(key string, opts ...Option) *Mutex {
+	m := &Mutex{c: c, key: key, opts: c.opts}
+	for _, opt := range opts {
+		opt(&m.opts)
+	}
+	return m
+}
+
+// Mutex is a distributed mutual-exclusion lock on one key.
+//
+// Holding it is a lease, not a guarantee: a process pause, a network
+// partition or a server failover can end the lease while the holder still
+// runs. It is NOT safe to assume the lock is held until Unlock returns.
+// Watch [Lock.Done] (or run the work under [Lock.Context]) and pass
+// [Lock.Token] to every resource you write, so that it can reject a holder
+// whose lease has ended (see package fence).
+type Mutex struct {
+	c    *Client
+	key  string
+	opts options
+}
+
+// Key returns the lock's name.
+func (m *Mutex) Key() string { return m.key }
+
+// TryLock makes one attempt to take the lock. It returns [ErrNotObtained]
+// at once if the lock is held elsewhere. If the backend's reply is lost
+// (an error), TryLock releases whatever the attempt may have taken before
+// it returns the error, so a failed TryLock never leaves a lock behind
+// except for a backend that is unreachable, where the lease expires on its own.
+func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	owner := newOwner()
+	start := time.Now()
+	g, err := m.c.backend.Acquire(ctx, m.request(owner))
+	if err != nil {
+		m.abandon(ctx, owner)
+		return nil, fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+	}
+	if !g.Acquired {
+		return nil, ErrNotObtained
+	}
+	return m.newLock(owner, start, g)
+}
+
+// Lock takes the lock, waiting as long as it takes, until ctx is done. It
+// never gives up on its own: bound the wait with a ctx deadline. When ctx
+// ends first, the error wraps both [ErrNotObtained] and ctx.Err(), and the
+// last backend error if there was one.
+//
+// Backends that can notify a release (driver.Waiter) wake the waiter within
+// about one round trip; others are polled with jittered backoff (see
+// [WithBackoff]), never sleeping past the holder's remaining lease. Backend
+// errors are retried with the same owner token, so an attempt whose reply
+// was lost but which was applied is recognised as success.
+func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	owner := newOwner()
+	req := m.request(owner)
+	var (
+		watch     driver.Watch
+		lastErr   error
+		ambiguous bool // an attempt's outcome is unknown
+		timer     *time.Timer
+		backoffN  int
+	)
+	defer func() {
+		if watch != nil {
+			watch.Close()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		start := time.Now()
+		g, err := m.c.backend.Acquire(ctx, req)
+		if err == nil && g.Acquired {
+			return m.newLock(owner, start, g)
+		}
+		var delay time.Duration
+		switch {
+		case err != nil:
+			lastErr, ambiguous = err, true
+			backoffN++
+			delay = m.opts.backoff.Next(backoffN)
+		case watch == nil && m.c.waiter != nil:
+			// Subscribe on first contention, then re-try at once: a
+			// release between the attempt and the subscription is
+			// caught by that re-try, and every later one by the watch.
+			w, werr := m.c.waiter.Watch(ctx, m.key)
+			if werr == nil {
+				watch = w
+				continue
+			}
+			lastErr = werr
+			backoffN++
+			delay = m.opts.backoff.Next(backoffN)
+		case watch != nil:
+			delay = m.opts.safetyPoll
+		default:
+			backoffN++
+			delay = m.opts.backoff.Next(backoffN)
+		}
+		if err == nil && g.RetryAfter > 0 && delay > g.RetryAfter {
+			delay = g.RetryAfter
+		}
+		if ctx.Err() == nil {
+			if timer == nil {
+				timer = time.NewTimer(delay)
+			} else {
+				timer.Reset(delay)
+			}
+			var notified <-chan struct{}
+			if watch != nil {
+				notified = watch.C()
+			}
+			select {
+			case <-timer.C:
+				continue
+			case <-notified:
+				continue
+			case <-ctx.Done():
+			}
+		}
+		if ambiguous {
+			m.abandon(ctx, owner)
+		}
+		if lastErr != nil {
+			return nil, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), lastErr)
+		}
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err())
+	}
+}
+
+func (m *Mutex) check(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if m.c == nil || m.c.backend == nil {
+		return fmt.Errorf("%w: nil backend", ErrInvalidBackend)
+	}
+	return m.opts.validate(m.key)
+}
+
+func (m *Mutex) request(owner string) driver.AcquireRequest {
+	return driver.AcquireRequest{Key: m.key, Owner: owner, TTL: m.opts.ttl, Meta: m.opts.meta}
+}
+
+// abandon releases what an attempt with an unknown outcome may have taken.
+// It is detached from ctx, which is usually what ended the attempt.
+func (m *Mutex) abandon(ctx context.Context, owner string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
+	defer cancel()
+	_ = m.c.backend.Release(rctx, m.key, owner) // best effort: the lease expires anyway
+}
+
+func (m *Mutex) newLock(owner string, start time.Time, g driver.Grant) (*Lock, error) {
+	if g.ValidFor <= 0 {
+		// A grant that is already worthless is a backend bug or a clock
+		// problem; holding it would break mutual exclusion.
+		m.abandon(context.Background(), owner)
+		return nil, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor)
+	}
+	return startLock(m, owner, start, g), nil
+}
+
+// newOwner returns 128 random bits, hex encoded. crypto/rand never fails
+// on supported platforms.
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// isNotHeld reports whether a backend says the owner no longer holds the key.
+func isNotHeld(err error) bool { return errors.Is(err, driver.ErrNotHeld) }

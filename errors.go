@@ -1,0 +1,53 @@
+package distlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Check them with [errors.Is]: the errors distlock returns
+// wrap them, together with the backend's error or ctx.Err() where there is one.
+var (
+	// ErrNotObtained means the lock is held by someone else. TryLock returns
+	// it at once; Lock returns it, joined with ctx.Err(), when ctx ends
+	// before the lock could be taken.
+	ErrNotObtained = errors.New("distlock: lock not obtained")
+
+	// ErrLockLost means the lease can no longer be trusted: a renewal was
+	// refused because the key expired or was taken over, or the backend
+	// reported the holding gone. Another holder may exist.
+	ErrLockLost = errors.New("distlock: lock lost")
+
+	// ErrLockExpired means the lease reached its local deadline
+	// ([Lock.ValidUntil]) without a confirmed renewal. It wraps
+	// [ErrLockLost]: errors.Is(err, ErrLockLost) holds for it too.
+	ErrLockExpired = fmt.Errorf("%w: not renewed before its deadline", ErrLockLost)
+
+	// ErrLockReleased means the handle was already unlocked.
+	ErrLockReleased = errors.New("distlock: lock released")
+
+	// ErrInvalidKey reports an empty or overlong key.
+	ErrInvalidKey = errors.New("distlock: invalid key")
+
+	// ErrInvalidTTL reports a TTL that is not positive or too small to be
+	// renewed in time (see [MinTTL]).
+	ErrInvalidTTL = errors.New("distlock: invalid TTL")
+
+	// ErrInvalidBackend reports a nil backend.
+	ErrInvalidBackend = errors.New("distlock: invalid backend")
+
+	// ErrInvalidArgument reports an option with a value that cannot work,
+	// such as a negative interval, or a nil context.
+	ErrInvalidArgument = errors.New("distlock: invalid argument")
+)
+
+// Errors of [Open].
+var (
+	// ErrInvalidURL reports a backend URL that cannot be parsed or lacks
+	// what its scheme needs.
+	ErrInvalidURL = errors.New("distlock: invalid backend URL")
+
+	// ErrUnknownScheme reports a URL whose scheme no backend registered.
+	// Backends register when their package is imported.
+	ErrUnknownScheme = errors.New("distlock: unknown URL scheme")
+)

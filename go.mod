@@ -1,0 +1,3 @@
+module github.com/distlock-go/distlock
+
+go 1.25

@@ -1,0 +1,250 @@
+// Package memlock is an in-process distlock backend. Locks live in memory
+// and are shared by every client of one [Backend] value, so it coordinates
+// goroutines of one process only.
+//
+// It implements the whole driver contract — TTL expiry on the monotonic
+// clock, fencing tokens, notified waiting, inspection — and passes the
+// conformance suite, which makes it the reference backend, the one the
+// examples use, and a fast stand-in for a real backend in unit tests of code
+// that takes locks.
+package memlock
+
+import (
+	"net/url"
+
+	"context"
+	"github.com/distlock-go/distlock"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// Backend is an in-memory lock store. The zero value is not usable; call New.
+type Backend struct {
+	mu       sync.Mutex
+	locks    map[string]*entry
+	fences   map[string]uint64 // kept after release: tokens never go back
+	watchers map[string]map[*watch]struct{}
+}
+
+type entry struct {
+	owner   string
+	token   uint64
+	expires time.Time
+	since   time.Time
+	meta    map[string]string
+	timer   *time.Timer // wakes watchers when the lease runs out
+}
+
+var (
+	_ driver.Backend   = (*Backend)(nil)
+	_ driver.Waiter    = (*Backend)(nil)
+	_ driver.Inspector = (*Backend)(nil)
+)
+
+// New returns an empty store.
+func New() *Backend {
+	return &Backend{
+		locks:    make(map[string]*entry),
+		fences:   make(map[string]uint64),
+		watchers: make(map[string]map[*watch]struct{}),
+	}
+}
+
+// Capabilities implements driver.Backend.
+func (b *Backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{NotifiedWait: true}
+}
+
+// held returns key's live entry, dropping an expired one. b.mu is held.
+func (b *Backend) held(key string, now time.Time) *entry {
+	e := b.locks[key]
+	if e != nil && !now.Before(e.expires) {
+		e.timer.Stop()
+		delete(b.locks, key)
+		return nil
+	}
+	return e
+}
+
+// Acquire implements driver.Backend.
+func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Grant{}, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.held(req.Key, now); e != nil {
+		if e.owner != req.Owner {
+			return driver.Grant{RetryAfter: e.expires.Sub(now)}, nil
+		}
+		e.extend(now, req.TTL) // a retry of our own attempt
+		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+	}
+	b.fences[req.Key]++
+	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta}
+	key := req.Key
+	e.timer = time.AfterFunc(req.TTL, func() { b.expired(key, e) })
+	e.expires = now.Add(req.TTL)
+	b.locks[key] = e
+	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+}
+
+func (e *entry) extend(now time.Time, ttl time.Duration) {
+	e.expires = now.Add(ttl)
+	e.timer.Reset(ttl)
+}
+
+// expired runs when a lease's timer fires: the waiters may now take it.
+func (b *Backend) expired(key string, e *entry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.locks[key] == e && !time.Now().Before(e.expires) {
+		delete(b.locks, key)
+		b.notify(key)
+	}
+}
+
+// Release implements driver.Backend.
+func (b *Backend) Release(ctx context.Context, key, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.held(key, time.Now())
+	if e == nil || e.owner != owner {
+		return driver.ErrNotHeld
+	}
+	e.timer.Stop()
+	delete(b.locks, key)
+	b.notify(key)
+	return nil
+}
+
+// Refresh implements driver.Backend.
+func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.held(key, now)
+	if e == nil || e.owner != owner {
+		return 0, driver.ErrNotHeld
+	}
+	e.extend(now, ttl)
+	return ttl, nil
+}
+
+// Inspect implements driver.Inspector.
+func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Info{}, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	info := driver.Info{Token: b.fences[key]}
+	if e := b.held(key, now); e != nil {
+		info.Held = true
+		info.TTL = e.expires.Sub(now)
+		info.Meta = maps.Clone(e.meta)
+		if info.Meta == nil {
+			info.Meta = make(map[string]string, 1)
+		}
+		info.Meta["since"] = strconv.FormatInt(e.since.UnixMilli(), 10)
+	}
+	return info, nil
+}
+
+// Expire ends key's lease at once, as if its TTL had run out: the holder is
+// not told, and its next renewal is refused. It exists for tests of code
+// that must survive losing a lock.
+func (b *Backend) Expire(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.locks[key]; e != nil {
+		e.timer.Stop()
+		delete(b.locks, key)
+		b.notify(key)
+	}
+}
+
+// Watch implements driver.Waiter.
+func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &watch{b: b, key: key, c: make(chan struct{}, 1)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	set := b.watchers[key]
+	if set == nil {
+		set = make(map[*watch]struct{})
+		b.watchers[key] = set
+	}
+	set[w] = struct{}{}
+	return w, nil
+}
+
+// notify wakes every watcher of key. b.mu is held.
+func (b *Backend) notify(key string) {
+	for w := range b.watchers[key] {
+		select {
+		case w.c <- struct{}{}:
+		default: // one pending wake-up is enough
+		}
+	}
+}
+
+type watch struct {
+	b    *Backend
+	key  string
+	c    chan struct{}
+	once sync.Once
+}
+
+func (w *watch) C() <-chan struct{} { return w.c }
+
+func (w *watch) Close() error {
+	w.once.Do(func() {
+		w.b.mu.Lock()
+		defer w.b.mu.Unlock()
+		set := w.b.watchers[w.key]
+		delete(set, w)
+		if len(set) == 0 {
+			delete(w.b.watchers, w.key)
+		}
+	})
+	return nil
+}
+
+// Stores opened by URL, by name: "mem://" and "mem://jobs" are two stores,
+// each shared by every client that opens the same URL in this process.
+var named struct {
+	sync.Mutex
+	stores map[string]*Backend
+}
+
+func init() {
+	distlock.Register("mem", func(_ context.Context, u *url.URL) (driver.Backend, error) {
+		named.Lock()
+		defer named.Unlock()
+		if named.stores == nil {
+			named.stores = make(map[string]*Backend)
+		}
+		name := u.Host + u.Path
+		b := named.stores[name]
+		if b == nil {
+			b = New()
+			named.stores[name] = b
+		}
+		return b, nil
+	})
+}

@@ -1,0 +1,94 @@
+package distlock
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// An Opener makes a backend from a URL whose scheme it was registered for.
+// It returns an error wrapping [ErrInvalidURL] when the URL lacks what it
+// needs. A backend that holds resources implements io.Closer.
+type Opener func(ctx context.Context, u *url.URL) (driver.Backend, error)
+
+var registry struct {
+	sync.RWMutex
+	openers map[string]Opener
+}
+
+// Register makes a backend available to [Open] under scheme (lower case,
+// without "://"). Backend packages call it from init, so importing a
+// backend — even as `import _ "..."` — registers it. Registering a scheme
+// twice replaces the earlier opener.
+func Register(scheme string, open Opener) {
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.openers == nil {
+		registry.openers = make(map[string]Opener)
+	}
+	registry.openers[strings.ToLower(scheme)] = open
+}
+
+// Schemes returns the registered URL schemes, sorted.
+func Schemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	var s []string
+	for k := range registry.openers {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Open returns a Client for the backend that rawURL names, such as
+// "redis://localhost:6379/0" or "mem://". The backend's package must be
+// imported so that its scheme is registered. Close the client when done.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidURL, err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("%w: %q has no scheme (want e.g. redis://host:port)", ErrInvalidURL, rawURL)
+	}
+	registry.RLock()
+	open := registry.openers[strings.ToLower(u.Scheme)]
+	registry.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("%w: %q (registered: %s)", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	b, err := open(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	c := New(b, opts...)
+	c.owned = true
+	return c, nil
+}
+
+// Close releases the backend's resources if the client was made by [Open].
+// A Client made with [New] leaves its backend to the caller, and Close does
+// nothing. Locks still held are not released: unlock them first.
+func (c *Client) Close() error {
+	if !c.owned {
+		return nil
+	}
+	if cl, ok := c.backend.(io.Closer); ok {
+		return cl.Close()
+	}
+	return nil
+}
+
+// Backend returns the backend the client takes locks from, for optional
+// capabilities such as driver.Inspector.
+func (c *Client) Backend() driver.Backend { return c.backend }

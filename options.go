@@ -1,0 +1,150 @@
+package distlock
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// An Option configures a [Client] (as the default for all its locks) or one
+// [Mutex]. Options given to [Client.Mutex] override the client's.
+type Option func(*options)
+
+type options struct {
+	ttl             time.Duration
+	autoRefresh     bool
+	refreshInterval time.Duration // 0: ttl/3
+	backoff         Backoff
+	safetyPoll      time.Duration
+	releaseTimeout  time.Duration
+	meta            map[string]string
+	err             error // first invalid option, reported by Lock and TryLock
+}
+
+func defaultOptions() options {
+	return options{
+		ttl:            DefaultTTL,
+		autoRefresh:    true,
+		backoff:        defaultBackoff,
+		safetyPoll:     defaultSafetyPoll,
+		releaseTimeout: DefaultReleaseTimeout,
+		meta:           processMeta(),
+	}
+}
+
+func (o *options) invalid(format string, args ...any) {
+	if o.err == nil {
+		o.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+	}
+}
+
+// WithTTL sets the lease length (default [DefaultTTL]). The lease is renewed
+// every ttl/3 while the lock is held, unless [WithoutAutoRefresh] is given,
+// so a short TTL means a crashed holder blocks others only briefly, at the
+// cost of more renewals. A TTL below [MinTTL] makes Lock and TryLock fail
+// with [ErrInvalidTTL].
+func WithTTL(ttl time.Duration) Option {
+	return func(o *options) { o.ttl = ttl }
+}
+
+// WithoutAutoRefresh turns off the watchdog. The lease then ends at
+// [Lock.ValidUntil] unless the holder calls [Lock.Refresh] in time.
+func WithoutAutoRefresh() Option {
+	return func(o *options) { o.autoRefresh = false }
+}
+
+// WithRefreshInterval sets how often the watchdog renews the lease
+// (default: a third of the TTL). It must be positive and shorter than the
+// TTL, or Lock fails with [ErrInvalidArgument].
+func WithRefreshInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.invalid("refresh interval %v is not positive", d)
+			return
+		}
+		o.refreshInterval = d
+	}
+}
+
+// WithBackoff sets the polling policy of [Mutex.Lock] for backends that
+// cannot notify waiters (default: exponential from 1ms to 250ms with
+// jitter). Sleeps are always capped at the holder's remaining lease when the
+// backend reports it. A nil Backoff is an error.
+func WithBackoff(b Backoff) Option {
+	return func(o *options) {
+		if b == nil {
+			o.invalid("nil Backoff")
+			return
+		}
+		o.backoff = b
+	}
+}
+
+// WithSafetyPoll sets how long a notified waiter sleeps at most before it
+// re-tries on its own, in case a wake-up was lost (default 1s).
+func WithSafetyPoll(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.invalid("safety poll %v is not positive", d)
+			return
+		}
+		o.safetyPoll = d
+	}
+}
+
+// WithReleaseTimeout bounds [Lock.Unlock] when it is called with a context
+// that is already done (default [DefaultReleaseTimeout]).
+func WithReleaseTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.invalid("release timeout %v is not positive", d)
+			return
+		}
+		o.releaseTimeout = d
+	}
+}
+
+// WithMetadata adds descriptive fields stored with the lock by backends that
+// can (inspection tools show them). "host" and "pid" are set by default.
+func WithMetadata(kv map[string]string) Option {
+	return func(o *options) {
+		m := maps.Clone(o.meta)
+		if m == nil {
+			m = make(map[string]string, len(kv))
+		}
+		maps.Copy(m, kv)
+		o.meta = m
+	}
+}
+
+// processMeta describes this process; computed once, shared read-only.
+var processMeta = sync.OnceValue(func() map[string]string {
+	host, _ := os.Hostname()
+	return map[string]string{"host": host, "pid": strconv.Itoa(os.Getpid())}
+})
+
+func (o *options) validate(key string) error {
+	if o.err != nil {
+		return o.err
+	}
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return validTTL(o.ttl, o)
+}
+
+func validTTL(ttl time.Duration, o *options) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: %v (minimum %v)", ErrInvalidTTL, ttl, MinTTL)
+	}
+	if o != nil && o.autoRefresh && o.refreshInterval >= ttl {
+		return fmt.Errorf("%w: refresh interval %v is not shorter than the TTL %v", ErrInvalidArgument, o.refreshInterval, ttl)
+	}
+	return nil
+}
