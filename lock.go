@@ -126,10 +126,7 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 	valid, err := l.m.c.backend.Refresh(ctx, l.m.key, l.owner, ttl)
 	if err != nil {
 		if isNotHeld(err) {
-			l.mu.Lock()
-			l.lostForSure = true
-			l.mu.Unlock()
-			l.end(ErrLockLost)
+			l.markLost()
 			return ErrLockLost
 		}
 		return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
@@ -194,15 +191,20 @@ func (l *Lock) Unlock(ctx context.Context) error {
 func (l *Lock) end(reason error) { l.endLife(reason) }
 
 // watchdog ends the lease at its deadline and, with auto-refresh, renews it
-// before that. It returns when the lease ends or Unlock stops it.
+// before that. It returns when the lease ends or Unlock stops it. A renewal
+// runs in its own goroutine so that a backend which does not answer (a
+// paused server, a client that ignores ctx deadlines) cannot hold the
+// deadline back.
 func (l *Lock) watchdog(ctx context.Context, lost <-chan struct{}) {
 	defer close(l.wdDone)
-	auto := l.m.opts.autoRefresh
 	deadline := time.NewTimer(time.Until(l.ValidUntil()))
 	defer deadline.Stop()
-	var renew *time.Timer
-	var renewC <-chan time.Time
-	if auto {
+	var (
+		renew    *time.Timer
+		renewC   <-chan time.Time
+		inFlight chan error // non-nil while a renewal runs
+	)
+	if l.m.opts.autoRefresh {
 		renew = time.NewTimer(l.interval())
 		defer renew.Stop()
 		renewC = renew.C
@@ -212,10 +214,7 @@ func (l *Lock) watchdog(ctx context.Context, lost <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-lost:
-			l.mu.Lock()
-			l.lostForSure = true
-			l.mu.Unlock()
-			l.end(ErrLockLost)
+			l.markLost()
 			return
 		case <-l.moved:
 			deadline.Reset(time.Until(l.ValidUntil()))
@@ -227,20 +226,39 @@ func (l *Lock) watchdog(ctx context.Context, lost <-chan struct{}) {
 			l.end(ErrLockExpired)
 			return
 		case <-renewC:
-			rctx, cancel := context.WithDeadline(ctx, l.ValidUntil())
-			err := l.refresh(rctx, l.currentTTL())
-			cancel()
-			if err == nil {
-				deadline.Reset(time.Until(l.ValidUntil()))
-				renew.Reset(l.interval())
-				continue
-			}
+			renewC = nil
+			inFlight = make(chan error, 1)
+			go func(done chan<- error) {
+				rctx, cancel := context.WithDeadline(ctx, l.ValidUntil())
+				defer cancel()
+				done <- l.refresh(rctx, l.currentTTL())
+			}(inFlight)
+		case err := <-inFlight:
+			inFlight = nil
 			if l.Err() != nil { // refused: the lease is gone
 				return
 			}
-			// Transient: try again soon, while the lease lasts.
-			renew.Reset(min(l.interval(), max(time.Until(l.ValidUntil())/4, time.Millisecond)))
+			next := l.interval()
+			if err == nil {
+				deadline.Reset(time.Until(l.ValidUntil()))
+			} else {
+				// Transient: try again soon, while the lease lasts.
+				next = min(next, max(time.Until(l.ValidUntil())/4, time.Millisecond))
+			}
+			renew.Reset(next)
+			renewC = renew.C
 		}
+	}
+}
+
+// markLost ends the lease because the backend said the key is not ours.
+func (l *Lock) markLost() {
+	l.mu.Lock()
+	unlocked := l.unlocked
+	l.lostForSure = true
+	l.mu.Unlock()
+	if !unlocked { // a renewal that raced with Unlock must not relabel it
+		l.end(ErrLockLost)
 	}
 }
 
