@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/distlock-go/distlock"
+)
+
+// Exit statuses. See the package documentation for what each one means.
+const (
+	exitOK          = 0
+	exitUsage       = 64 // EX_USAGE
+	exitUnavailable = 69 // EX_UNAVAILABLE
+	exitSoftware    = 70 // EX_SOFTWARE
+	exitNotObtained = 75 // EX_TEMPFAIL
+	exitLeaseLost   = 79
+	exitCannotExec  = 126
+	exitNotFound    = 127
+	exitSignalBase  = 128
+)
+
+// urlEnv names the environment variable that supplies the backend URL when
+// --url is not given.
+const urlEnv = "DISTLOCK_URL"
+
+// cli is one invocation of the command. Its fields are the process's
+// surroundings, so that tests can run it in-process.
+type cli struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// self is the path of this program, which demo runs again as its
+	// doctors; "" means os.Executable.
+	self string
+}
+
+// run executes the command line args (without the program name) and
+// returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return c.main(ctx, args)
+}
+
+type command struct {
+	name    string
+	summary string
+	hidden  bool
+	run     func(c *cli, ctx context.Context, args []string) int
+}
+
+// commands lists the subcommands in the order help shows them. It is
+// filled in by init because the help command refers to it.
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "run", summary: "run a command while holding a lock", run: (*cli).runCmd},
+		{name: "status", summary: "show whether locks are held, and by whom", run: (*cli).statusCmd},
+		{name: "demo", summary: "show with separate processes what a lock prevents", run: (*cli).demoCmd},
+		{name: "help", summary: "show help for a command", run: (*cli).helpCmd},
+		{name: "version", summary: "print the version", run: (*cli).versionCmd},
+		{name: doctorCommand, hidden: true, run: (*cli).doctorCmd},
+	}
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+func (c *cli) main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		c.usage(c.stderr)
+		return exitUsage
+	}
+	name := args[0]
+	if isHelpFlag(name) {
+		c.usage(c.stdout)
+		return exitOK
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(c.stderr, "distlock: unknown command %q (see 'distlock help')\n", name)
+		return exitUsage
+	}
+	return cmd.run(c, ctx, args[1:])
+}
+
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprint(w, `distlock runs commands under distributed locks and inspects them.
+
+Usage:
+  distlock <command> [flags] [arguments]
+
+Commands:
+`)
+	for _, cmd := range commands {
+		if !cmd.hidden {
+			fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
+		}
+	}
+	fmt.Fprintf(w, "\n%s\n%s\nRun 'distlock help <command>' or 'distlock <command> -h' for details.\n", backendHelp(), exitHelp)
+}
+
+// backendHelp describes how the backend is named, with the schemes this
+// binary knows.
+func backendHelp() string {
+	schemes := distlock.Schemes()
+	return fmt.Sprintf(`Backend: a URL given with --url or in $%s (the flag wins), e.g.
+  redis://[user:pass@]host:port/db          rediss:// for TLS
+  redis+sentinel://[user:pass@]h1:port,h2:port/master
+  redis+cluster://h1:port,h2:port
+  redlock://h1:port,h2:port,h3:port
+  mem://[name]                              in-process, for tests only
+Schemes in this build: %s
+`, urlEnv, strings.Join(schemes, ", "))
+}
+
+const exitHelp = `Exit status:
+  0      success (run: CMD's own status is passed on)
+  64     usage error: bad flag or argument, malformed URL, unknown scheme
+  69     backend unavailable, or it cannot do what was asked
+  70     internal error (demo: the rule broke even with the lock)
+  75     lock held elsewhere: not obtained within --wait
+  79     lease lost while CMD ran: CMD was stopped
+  126    CMD could not be started; 127: CMD not found
+  128+n  CMD killed by signal n, or interrupted by signal n while waiting
+`
+
+func (c *cli) helpCmd(ctx context.Context, args []string) int {
+	if len(args) == 0 || isHelpFlag(args[0]) || args[0] == "help" {
+		c.usage(c.stdout)
+		return exitOK
+	}
+	if len(args) > 1 {
+		return c.usageError("help", "want at most one command, got %q", args)
+	}
+	cmd := lookup(args[0])
+	if cmd == nil || cmd.hidden {
+		return c.usageError("help", "unknown command %q", args[0])
+	}
+	// Every command's -h prints its full help on stdout.
+	return cmd.run(c, ctx, []string{"-h"})
+}
+
+func isHelpFlag(s string) bool {
+	switch s {
+	case "-h", "-help", "--help", "--h":
+		return true
+	}
+	return false
+}
+
+func (c *cli) versionCmd(_ context.Context, args []string) int {
+	fs := c.flagSet("version", "distlock version", "Print the version of distlock and the Go toolchain it was built with.\n")
+	if code, done := c.parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return c.usageError("version", "unexpected argument %q", fs.Arg(0))
+	}
+	version, goVersion := "(devel)", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if v := bi.Main.Version; v != "" {
+			version = v
+		}
+	}
+	fmt.Fprintf(c.stdout, "distlock %s %s\n", version, goVersion)
+	return exitOK
+}
+
+// flagSet returns a FlagSet for a subcommand whose help shows synopsis,
+// then about, then the flags and the exit statuses.
+func (c *cli) flagSet(name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet("distlock "+name, flag.ContinueOnError)
+	// Parse errors are reported by parse as one line; only -h prints the
+	// full help, and it does so on stdout.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		w := c.stdout
+		fmt.Fprintf(w, "Usage:\n  %s\n\n%s", synopsis, about)
+		var hasFlags bool
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprint(w, "\nFlags:\n")
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+		fmt.Fprintf(w, "\n%s", exitHelp)
+	}
+	return fs
+}
+
+// parse parses args into fs. When it returns done, the command must exit
+// with code: the help was printed (0) or the arguments were bad (64).
+func (c *cli) parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+	// The flag package calls Usage itself on -h and on every error; only
+	// -h should print the help, and only once.
+	help := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = help
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		help()
+		return exitOK, true
+	default:
+		return c.usageError(strings.TrimPrefix(fs.Name(), "distlock "), "%v", err), true
+	}
+}
+
+// usageError prints one line about a bad command line and returns
+// exitUsage.
+func (c *cli) usageError(cmd, format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "distlock %s: %s (see 'distlock %s -h')\n", cmd, fmt.Sprintf(format, args...), cmd)
+	return exitUsage
+}
+
+// fail prints one line about a failure of cmd and returns code.
+func (c *cli) fail(code int, cmd, format string, args ...any) int {
+	fmt.Fprintf(c.stderr, "distlock %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	return code
+}

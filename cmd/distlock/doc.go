@@ -1,0 +1,99 @@
+// Command distlock runs a command while holding a distributed lock, shows
+// who holds locks, and demonstrates what a lock prevents.
+//
+// Usage:
+//
+//	distlock run [--url URL] --key KEY [--ttl 30s] [--wait forever|D] [--grace 10s] -- CMD [ARG...]
+//	distlock status [--url URL] [--json] KEY...
+//	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
+//	distlock help [COMMAND]
+//	distlock version
+//
+// Every command prints its help with -h.
+//
+// # Backends
+//
+// The backend is named by a URL, given with --url or in the environment
+// variable DISTLOCK_URL (the flag wins):
+//
+//	redis://[user:pass@]host:port/db                 one Redis server
+//	rediss://[user:pass@]host:port/db                the same over TLS
+//	redis+sentinel://[user:pass@]h1:port,h2:port/master   Redis behind Sentinel
+//	redis+cluster://h1:port,h2:port                  Redis Cluster
+//	redlock://h1:port,h2:port,h3:port                Redlock over independent masters
+//	mem://[name]                                     in-process memory (useful in tests only)
+//
+// "distlock help" lists the schemes this binary was built with.
+//
+// # distlock run
+//
+// run takes the lock on KEY, waiting up to --wait for it (default: as long
+// as it takes; --wait 0 makes one attempt, like flock -n), then starts CMD
+// with DISTLOCK_KEY and DISTLOCK_TOKEN added to its environment.
+// DISTLOCK_TOKEN is the fencing token of this holding: it is greater than the
+// token of every earlier holding of KEY, so a resource CMD writes to can
+// reject writes from a holder whose lease has ended. While CMD runs, the
+// lease is renewed every TTL/3; when CMD exits the lock is released and run
+// exits with CMD's exit status.
+//
+// CMD runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+// SIGUSR1 and SIGUSR2 sent to run are forwarded to that group. When run's
+// standard input is the terminal and run is in the foreground, the terminal
+// is handed to CMD's group while it runs, so interactive commands work and
+// Ctrl-C reaches CMD once. On Linux, CMD is killed if run itself dies (for
+// example by SIGKILL), since nothing would renew the lease any more.
+//
+// If the lease is lost while CMD runs — a renewal is refused because the
+// key expired or was taken over, or no renewal was confirmed before the
+// lease's deadline — another process may take the lock at any moment, so
+// CMD must stop: run sends SIGTERM to CMD's process group, SIGKILL after
+// --grace if CMD is still running, says so on standard error and exits
+// with status 79. The same holds if the backend reports at release time
+// that the key was no longer held by this run.
+//
+// # distlock status
+//
+// status shows for each KEY whether it is held, its fencing token (of the
+// current holding, or the last one when free), the holder's remaining lease,
+// and what the holder recorded about itself (host, pid, since, cmd). --json
+// prints a JSON array for scripts. The backend must support inspection.
+//
+// # distlock demo
+//
+// demo tells the on-call story. A hospital's rule is that every night at
+// least one doctor stays on call. Two doctors who feel unwell each check
+// whether another doctor is still on call, and if so go home. Each doctor is
+// a separate process; between the check and leaving there is a short pause.
+// Without a lock both doctors see the other on call and both leave: the rule
+// breaks. With distlock, check-and-leave is done under one lock, so the
+// second doctor sees that nobody else is left and stays. demo prints a table
+// of rounds and how often the rule broke with and without the lock.
+//
+// The roster of doctors on call is a directory with one file per doctor.
+// The lock lives in the backend: by default demo starts its own redis-server
+// (found in PATH) on a free loopback port, in a temporary directory, and
+// stops it afterwards; --url uses another backend. DISTLOCK_URL is ignored
+// here, so that the demo never takes locks on a shared server by accident.
+//
+// # Exit status
+//
+//	0      success; for run, CMD succeeded
+//	1..    for run, CMD's own exit status is passed on
+//	64     usage error: bad flag or argument, malformed URL, unknown scheme (EX_USAGE)
+//	69     the backend is unavailable or cannot do what was asked (EX_UNAVAILABLE)
+//	70     internal error; for demo, the rule broke even with the lock (EX_SOFTWARE)
+//	75     the lock is held elsewhere and was not obtained within --wait (EX_TEMPFAIL)
+//	79     the lease was lost while CMD ran; CMD was stopped
+//	126    CMD was found but could not be started
+//	127    CMD was not found
+//	128+n  CMD was killed by signal n, or run was interrupted by signal n while waiting
+//
+// 64, 69, 70 and 75 are the codes of sysexits.h, so scripts can tell "try
+// again later" (75) from "fix the command line" (64). The lease-lost code
+// lies outside both the sysexits range (64–78), which programs using
+// sysexits.h may return as CMD, and the shells' range (126 and up), so it
+// does not collide with the codes commands commonly use; it is also not
+// 128+n, so it cannot be mistaken for CMD dying from a signal. As with any
+// wrapper that passes its child's status on, a CMD that itself exits 79 is
+// indistinguishable by status alone: the message on standard error tells.
+package main

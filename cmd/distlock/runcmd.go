@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock-go/distlock"
+)
+
+// Environment variables run passes to CMD.
+const (
+	keyEnv   = "DISTLOCK_KEY"
+	tokenEnv = "DISTLOCK_TOKEN"
+)
+
+// Defaults of run's flags.
+const (
+	defaultTTL   = 30 * time.Second
+	defaultGrace = 10 * time.Second
+	// unlockTimeout bounds the release after CMD exits; past it the lock
+	// expires on its own within its TTL.
+	unlockTimeout = 10 * time.Second
+)
+
+// waitFlag is the value of --wait: a duration, or "forever".
+type waitFlag struct {
+	d       time.Duration
+	forever bool
+}
+
+func (w *waitFlag) String() string {
+	if w == nil || w.forever {
+		return "forever"
+	}
+	return w.d.String()
+}
+
+func (w *waitFlag) Set(s string) error {
+	if strings.EqualFold(s, "forever") {
+		*w = waitFlag{forever: true}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New(`want a duration such as 30s or 2m, 0, or "forever"`)
+	}
+	if d < 0 {
+		return errors.New("must not be negative")
+	}
+	*w = waitFlag{d: d}
+	return nil
+}
+
+// runOptions is a parsed `distlock run` command line.
+type runOptions struct {
+	url   string
+	key   string
+	ttl   time.Duration
+	wait  waitFlag
+	grace time.Duration
+	argv  []string // CMD and its arguments
+}
+
+const runSynopsis = "distlock run [--url URL] --key KEY [--ttl 30s] [--wait forever|D] [--grace 10s] -- CMD [ARG...]"
+
+const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
+CMD exits, exiting with CMD's status.
+
+It waits for the lock up to --wait (by default as long as it takes);
+--wait 0 makes a single attempt and exits 75 at once if the lock is held,
+like flock -n. While CMD runs, the lease is renewed every TTL/3. CMD gets
+DISTLOCK_KEY and DISTLOCK_TOKEN in its environment: the token is a fencing
+token, greater than that of every earlier holder of KEY; pass it to the
+resources CMD writes to so that they can refuse a holder whose lease ended.
+
+CMD runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
+and SIGUSR2 sent to run are forwarded to it. If the lease is lost while CMD
+runs (a renewal is refused or not confirmed in time), another process may
+take the lock, so run sends SIGTERM to CMD's group, SIGKILL after --grace,
+and exits 79.
+`
+
+// parseRun parses the arguments of `distlock run`. When done is true the
+// command must exit with code (help shown, or a usage error reported).
+func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
+	o = &runOptions{ttl: defaultTTL, wait: waitFlag{forever: true}, grace: defaultGrace}
+	fs := c.flagSet("run", runSynopsis, runAbout)
+	fs.StringVar(&o.url, "url", "", "backend `URL` (default $"+urlEnv+")")
+	fs.StringVar(&o.key, "key", "", "name of the lock (required)")
+	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lease length; renewed every TTL/3 while CMD runs")
+	fs.Var(&o.wait, "wait", "how long to wait for the lock: a `duration`, 0 for one attempt, or forever")
+	fs.DurationVar(&o.grace, "grace", o.grace, "time CMD gets between SIGTERM and SIGKILL when the lease is lost")
+	if code, done := c.parse(fs, args); done {
+		return nil, code, true
+	}
+	o.argv = fs.Args()
+	o.url = c.backendURL(o.url)
+	switch {
+	case o.key == "":
+		return nil, c.usageError("run", "missing --key"), true
+	case len(o.key) > distlock.MaxKeyLen:
+		return nil, c.usageError("run", "--key is %d bytes long, longer than %d", len(o.key), distlock.MaxKeyLen), true
+	case o.ttl < distlock.MinTTL:
+		return nil, c.usageError("run", "--ttl %v is shorter than the minimum %v", o.ttl, distlock.MinTTL), true
+	case o.grace < 0:
+		return nil, c.usageError("run", "--grace %v is negative", o.grace), true
+	case len(o.argv) == 0:
+		return nil, c.usageError("run", "missing CMD to run (put it after --)"), true
+	case o.argv[0] == "":
+		return nil, c.usageError("run", "CMD is empty"), true
+	}
+	if msg := checkURL(o.url); msg != "" {
+		return nil, c.usageError("run", "%s", msg), true
+	}
+	return o, 0, false
+}
+
+func (c *cli) runCmd(ctx context.Context, args []string) int {
+	o, code, done := c.parseRun(args)
+	if done {
+		return code
+	}
+	// Find CMD before taking the lock: a typo should not cost a wait.
+	path, err := exec.LookPath(o.argv[0])
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return c.fail(exitNotFound, "run", "%s: command not found", o.argv[0])
+		}
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			err = ee.Err
+		}
+		return c.fail(exitCannotExec, "run", "%s: %v", o.argv[0], err)
+	}
+
+	client, code := c.open(ctx, "run", o.url)
+	if client == nil {
+		return code
+	}
+	defer client.Close()
+
+	// Listen from the start: a signal while waiting ends the wait, and one
+	// while CMD runs is forwarded to it.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+
+	lock, code := c.acquire(ctx, client, o, sigs)
+	if lock == nil {
+		return code
+	}
+	return c.supervise(ctx, lock, o, path, sigs)
+}
+
+// signalled is the cause of a wait cancelled by a signal.
+type signalled struct{ sig os.Signal }
+
+func (s signalled) Error() string { return "interrupted by " + signalName(s.sig) }
+
+// acquire takes o.key, waiting as --wait says. It returns the lock, or nil
+// and the exit status after printing why.
+func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOptions, sigs <-chan os.Signal) (*distlock.Lock, int) {
+	obs := &observed{
+		Backend: client.Backend(),
+		onError: func(err error) {
+			fmt.Fprintf(c.stderr, "distlock run: backend error while waiting for %q, retrying: %v\n", o.key, err)
+		},
+	}
+	m := distlock.New(obs).Mutex(o.key,
+		distlock.WithTTL(o.ttl),
+		distlock.WithMetadata(map[string]string{"cmd": filepath.Base(o.argv[0])}),
+	)
+
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case s := <-sigs:
+			cancel(signalled{s})
+		case <-stop:
+		}
+	}()
+
+	// One attempt first, in every mode: it fails fast on a backend that
+	// cannot be reached instead of retrying it for the whole wait.
+	l, err := m.TryLock(actx)
+	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
+		wctx, wcancel := actx, context.CancelFunc(func() {})
+		if !o.wait.forever {
+			wctx, wcancel = context.WithTimeout(actx, o.wait.d)
+		}
+		l, err = m.Lock(wctx)
+		wcancel()
+	}
+	close(stop)
+	<-stopped // from here on, signals are supervise's
+
+	var sig signalled
+	if errors.As(context.Cause(actx), &sig) {
+		if l != nil {
+			c.unlock(ctx, l, o.key)
+		}
+		return nil, c.fail(exitSignalBase+signalNumber(sig.sig), "run", "%s while waiting for %q", sig, o.key)
+	}
+	switch {
+	case err == nil:
+		return l, exitOK
+	case errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL), errors.Is(err, distlock.ErrInvalidArgument):
+		return nil, c.usageError("run", "%s", errText(err))
+	case errors.Is(err, distlock.ErrNotObtained):
+		if berr := obs.failing(); berr != nil {
+			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: backend unavailable: %v", o.key, berr)
+		}
+		if !o.wait.forever && o.wait.d == 0 {
+			return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere", o.key)
+		}
+		if ctx.Err() != nil {
+			return nil, c.fail(exitNotObtained, "run", "lock %q not obtained: %v", o.key, ctx.Err())
+		}
+		return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
+	default:
+		return nil, c.fail(exitUnavailable, "run", "backend unavailable: %s", errText(err))
+	}
+}
+
+// unlock releases l after CMD is done, reporting whether the backend said
+// the lock had already been lost. Other failures are reported as warnings:
+// the lock then expires on its own.
+func (c *cli) unlock(ctx context.Context, l *distlock.Lock, key string) (lost bool) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	err := l.Unlock(uctx)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, distlock.ErrLockLost):
+		return true
+	default:
+		fmt.Fprintf(c.stderr, "distlock run: could not release %q (it expires on its own): %s\n", key, errText(err))
+		return false
+	}
+}
+
+// supervise runs CMD under l and returns run's exit status.
+func (c *cli) supervise(ctx context.Context, l *distlock.Lock, o *runOptions, path string, sigs <-chan os.Signal) int {
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   o.argv,
+		Env:    append(os.Environ(), keyEnv+"="+o.key, tokenEnv+"="+strconv.FormatUint(l.Token(), 10)),
+		Stdin:  c.stdin,
+		Stdout: c.stdout,
+		Stderr: c.stderr,
+	}
+	reclaim := prepareChild(cmd, c.stdin)
+
+	exited, err := startReaped(cmd)
+	if err != nil {
+		reclaim()
+		c.unlock(ctx, l, o.key)
+		code := exitCannotExec
+		if errors.Is(err, fs.ErrNotExist) {
+			code = exitNotFound
+		}
+		return c.fail(code, "run", "cannot start %s: %v", o.argv[0], err)
+	}
+
+	var (
+		lost      bool
+		leaseDone = l.Done()
+		ctxDone   = ctx.Done()
+		kill      <-chan time.Time
+		waitErr   error
+	)
+wait:
+	for {
+		select {
+		case s := <-sigs:
+			signalChild(cmd.Process, s)
+		case <-ctxDone:
+			ctxDone = nil
+			signalChild(cmd.Process, sigTerm)
+		case <-leaseDone:
+			leaseDone, lost = nil, true
+			fmt.Fprintf(c.stderr, "distlock run: lost the lock on %q while %s was running (%s): sending SIGTERM, SIGKILL in %v\n",
+				o.key, o.argv[0], errText(l.Err()), o.grace)
+			signalChild(cmd.Process, sigTerm)
+			t := time.NewTimer(o.grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			fmt.Fprintf(c.stderr, "distlock run: %s still running %v after SIGTERM: sending SIGKILL\n", o.argv[0], o.grace)
+			signalChild(cmd.Process, os.Kill)
+		case waitErr = <-exited:
+			break wait
+		}
+	}
+	reclaim()
+	status := exitStatus(cmd.ProcessState)
+	if cmd.ProcessState == nil {
+		// Wait failed without reaping; there is no status to pass on.
+		fmt.Fprintf(c.stderr, "distlock run: waiting for %s: %v\n", o.argv[0], waitErr)
+		status = exitSoftware
+	}
+	if lost {
+		// Whatever CMD started in its group has outlived it and may
+		// still be writing without the lock.
+		signalChild(cmd.Process, os.Kill)
+	}
+
+	lost = lost || l.Err() != nil
+	if c.unlock(ctx, l, o.key) {
+		lost = true
+	}
+	if lost {
+		return c.fail(exitLeaseLost, "run", "the lease on %q was lost while %s ran (%s); %s exited with status %d; exiting with %d",
+			o.key, o.argv[0], leaseReason(l), o.argv[0], status, exitLeaseLost)
+	}
+	return status
+}
+
+// leaseReason says why l ended, for a lease that was lost.
+func leaseReason(l *distlock.Lock) string {
+	err := l.Err()
+	if err == nil || errors.Is(err, distlock.ErrLockReleased) {
+		// Ended by our Unlock, which found the key no longer ours.
+		return "the backend no longer held it for this run"
+	}
+	return errText(err)
+}
+
+// startReaped starts cmd and waits for it in a goroutine; the returned
+// channel receives Wait's result. On Linux a child's death signal fires
+// when the thread that forked it exits, so that goroutine keeps its thread
+// until the child is reaped: the signal must mean "distlock is gone", not
+// "the runtime retired a thread".
+func startReaped(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return exited, nil
+}

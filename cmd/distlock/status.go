@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// inspectTimeout bounds the inspection of one key.
+const inspectTimeout = 10 * time.Second
+
+const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
+
+const statusAbout = `Status shows for each KEY whether the lock is held, its fencing token (of
+the current holding, or of the last one when the lock is free), how long the
+holder's lease has left, and what the holder recorded about itself: host,
+pid, since (when it took the lock) and cmd (what distlock run runs). The
+backend must support inspection. Flags may come before or after the keys.
+`
+
+// keyStatus is one line of `distlock status`, and one element of its JSON
+// output.
+type keyStatus struct {
+	Key   string `json:"key"`
+	Held  bool   `json:"held"`
+	Token uint64 `json:"token"`
+	// TTLMillis is the holder's remaining lease in milliseconds; 0 when free.
+	TTLMillis int64 `json:"ttl_ms"`
+	// Since is when the holder took the lock, in RFC 3339, if the backend
+	// recorded it in a form that could be read.
+	Since string            `json:"since,omitempty"`
+	Meta  map[string]string `json:"meta,omitempty"`
+}
+
+func (c *cli) statusCmd(ctx context.Context, args []string) int {
+	var urlFlag string
+	var asJSON bool
+	fs := c.flagSet("status", statusSynopsis, statusAbout)
+	fs.StringVar(&urlFlag, "url", "", "backend `URL` (default $"+urlEnv+")")
+	fs.BoolVar(&asJSON, "json", false, "print a JSON array, one object per key")
+	// Let flags follow the keys too: `distlock status k1 k2 --json` is
+	// what people type.
+	var keys []string
+	for {
+		if code, done := c.parse(fs, args); done {
+			return code
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			keys = append(keys, rest...) // after "--" everything is a key
+			break
+		}
+		keys = append(keys, rest[0])
+		args = rest[1:]
+	}
+	if len(keys) == 0 {
+		return c.usageError("status", "missing KEY")
+	}
+	for _, k := range keys {
+		if k == "" {
+			return c.usageError("status", "empty KEY")
+		}
+	}
+	client, code := c.open(ctx, "status", c.backendURL(urlFlag))
+	if client == nil {
+		return code
+	}
+	defer client.Close()
+	insp, ok := client.Backend().(driver.Inspector)
+	if !ok {
+		return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
+	}
+
+	out := make([]keyStatus, 0, len(keys))
+	for _, k := range keys {
+		ictx, cancel := context.WithTimeout(ctx, inspectTimeout)
+		info, err := insp.Inspect(ictx, k)
+		cancel()
+		if err != nil {
+			return c.fail(exitUnavailable, "status", "inspecting %q: %s", k, errText(err))
+		}
+		out = append(out, newKeyStatus(k, info))
+	}
+	var err error
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(out)
+	} else {
+		err = writeStatusTable(c.stdout, out, time.Now())
+	}
+	if err != nil {
+		return c.fail(exitSoftware, "status", "writing output: %v", err)
+	}
+	return exitOK
+}
+
+func newKeyStatus(key string, info driver.Info) keyStatus {
+	s := keyStatus{Key: key, Held: info.Held, Token: info.Token}
+	if info.Held {
+		s.TTLMillis = max(info.TTL.Milliseconds(), 0)
+		s.Meta = info.Meta
+		if t, ok := parseSince(info.Meta["since"]); ok {
+			s.Since = t.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return s
+}
+
+// parseSince reads the time a holder took a lock, as backends record it:
+// Unix time in milliseconds (or seconds), or RFC 3339.
+func parseSince(v string) (time.Time, bool) {
+	if v == "" {
+		return time.Time{}, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		switch {
+		case n >= 1e11: // milliseconds: 1e11 ms is 1973, 1e11 s is year 5138
+			return time.UnixMilli(n), true
+		case n > 0:
+			return time.Unix(n, 0), true
+		}
+		return time.Time{}, false
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+func writeStatusTable(w io.Writer, rows []keyStatus, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSTATE\tTOKEN\tTTL\tHOLDER")
+	for _, r := range rows {
+		state, ttl, holder := "free", "-", "-"
+		if r.Held {
+			state = "held"
+			ttl = (time.Duration(r.TTLMillis) * time.Millisecond).Round(100 * time.Millisecond).String()
+			holder = describeHolder(r, now)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", quoteCell(r.Key), state, r.Token, ttl, holder)
+	}
+	return tw.Flush()
+}
+
+// describeHolder renders a holder's metadata: host, pid and since first,
+// then any other fields in name order.
+func describeHolder(r keyStatus, now time.Time) string {
+	var parts []string
+	if h := r.Meta["host"]; h != "" {
+		parts = append(parts, "host="+quoteCell(h))
+	}
+	if p := r.Meta["pid"]; p != "" {
+		parts = append(parts, "pid="+quoteCell(p))
+	}
+	if t, ok := parseSince(r.Meta["since"]); ok {
+		parts = append(parts, fmt.Sprintf("since=%s (%s ago)", t.Local().Format(time.DateTime), now.Sub(t).Round(time.Second)))
+	} else if v := r.Meta["since"]; v != "" {
+		parts = append(parts, "since="+quoteCell(v))
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Meta)) {
+		switch k {
+		case "host", "pid", "since":
+			continue
+		}
+		parts = append(parts, quoteCell(k)+"="+quoteCell(r.Meta[k]))
+	}
+	if len(parts) == 0 {
+		return "(unknown)"
+	}
+	return strings.Join(parts, " ")
+}
+
+// quoteCell quotes a key or a holder's field if it could break the
+// table's columns or lines or hide characters: what a holder recorded must
+// not be able to fake another row.
+func quoteCell(v string) string {
+	if v == "" || strings.ContainsAny(v, " \t\"") || !strconv.CanBackquote(v) {
+		return strconv.Quote(v)
+	}
+	return v
+}
