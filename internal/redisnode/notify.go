@@ -1,0 +1,219 @@
+package redisnode
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrClosed is returned by Watch after Close.
+var ErrClosed = errors.New("redisnode: notifier closed")
+
+// Notifier multiplexes the release notifications of many locks over ONE
+// pub/sub connection per client, however many goroutines wait.
+//
+// A watch is confirmed before Watch returns: after SUBSCRIBE, a PING with a
+// unique payload goes down the same connection, and the server answers in
+// order, so its PONG proves the subscription is live. A release published
+// after Watch returns is therefore never missed while the connection lives.
+// When the connection breaks, go-redis re-subscribes on reconnect, and every
+// watcher is woken once, since a release may have been missed meanwhile.
+type Notifier struct {
+	rdb     redis.UniversalClient
+	timeout time.Duration // bounds the subscription's confirmation
+
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	chans   map[string]*channel
+	pings   map[string]chan struct{}
+	closed  bool
+	done    chan struct{} // closed when the receive loop ends
+	nonce   atomic.Uint64
+	stopped context.CancelFunc
+}
+
+type channel struct {
+	watchers  map[*Watch]struct{}
+	confirmed bool
+}
+
+// NewNotifier returns a notifier on rdb. It connects on the first Watch.
+func NewNotifier(rdb redis.UniversalClient, confirmTimeout time.Duration) *Notifier {
+	return &Notifier{
+		rdb:     rdb,
+		timeout: confirmTimeout,
+		chans:   make(map[string]*channel),
+		pings:   make(map[string]chan struct{}),
+	}
+}
+
+// Watch subscribes to ch and returns once the subscription is confirmed.
+func (n *Notifier) Watch(ctx context.Context, ch string) (*Watch, error) {
+	w := &Watch{n: n, ch: ch, c: make(chan struct{}, 1)}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n.ps == nil {
+		lctx, cancel := context.WithCancel(context.Background())
+		n.ps = n.rdb.Subscribe(lctx)
+		n.done = make(chan struct{})
+		n.stopped = cancel
+		go n.loop(lctx, n.ps, n.done)
+	}
+	st := n.chans[ch]
+	if st == nil {
+		st = &channel{watchers: make(map[*Watch]struct{})}
+		n.chans[ch] = st
+		if err := n.ps.Subscribe(ctx, ch); err != nil {
+			delete(n.chans, ch)
+			n.mu.Unlock()
+			return nil, err
+		}
+	}
+	st.watchers[w] = struct{}{}
+	if st.confirmed {
+		n.mu.Unlock()
+		return w, nil
+	}
+	nonce := "distlock:" + strconv.FormatUint(n.nonce.Add(1), 10)
+	pong := make(chan struct{})
+	n.pings[nonce] = pong
+	err := n.ps.Ping(ctx, nonce)
+	n.mu.Unlock()
+
+	if err == nil {
+		timer := time.NewTimer(n.timeout)
+		select {
+		case <-pong:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-timer.C:
+			err = errors.New("redisnode: subscription not confirmed in time")
+		}
+		timer.Stop()
+	}
+	n.mu.Lock()
+	delete(n.pings, nonce)
+	if err == nil {
+		st.confirmed = true
+	}
+	n.mu.Unlock()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// loop reads the subscription connection until the notifier closes.
+func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
+	defer close(done)
+	broken := false
+	pause := 10 * time.Millisecond
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			broken = true
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			pause = min(2*pause, time.Second)
+			continue
+		}
+		pause = 10 * time.Millisecond
+		n.mu.Lock()
+		if broken {
+			// Back after a break: a release may have gone unseen.
+			broken = false
+			for _, st := range n.chans {
+				st.wake()
+			}
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			if st := n.chans[m.Channel]; st != nil {
+				st.wake()
+			}
+		case *redis.Pong:
+			if c := n.pings[m.Payload]; c != nil {
+				close(c)
+				delete(n.pings, m.Payload)
+			}
+		}
+		n.mu.Unlock()
+	}
+}
+
+func (st *channel) wake() {
+	for w := range st.watchers {
+		select {
+		case w.c <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// Close ends the subscription connection. Watches stop receiving.
+func (n *Notifier) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	ps, done, stop := n.ps, n.done, n.stopped
+	n.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	stop()
+	err := ps.Close()
+	<-done
+	return err
+}
+
+// Watch is one waiter's subscription to a lock's releases.
+type Watch struct {
+	n    *Notifier
+	ch   string
+	c    chan struct{}
+	once sync.Once
+}
+
+// C receives after a release (or a reconnect).
+func (w *Watch) C() <-chan struct{} { return w.c }
+
+// Close drops the watch; the channel is unsubscribed with its last watcher.
+func (w *Watch) Close() error {
+	w.once.Do(func() {
+		n := w.n
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		st := n.chans[w.ch]
+		if st == nil {
+			return
+		}
+		delete(st.watchers, w)
+		if len(st.watchers) == 0 {
+			delete(n.chans, w.ch)
+			if !n.closed {
+				_ = n.ps.Unsubscribe(context.Background(), w.ch) // best effort; stray messages find no watcher
+			}
+		}
+	})
+	return nil
+}

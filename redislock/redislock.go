@@ -1,0 +1,256 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
+)
+
+// DefaultPrefix is put before every key name unless [WithPrefix] is given.
+const DefaultPrefix = "distlock:"
+
+// ErrNotReplicated is returned (wrapped) by Acquire when [WithReplicas] is
+// set and fewer replicas than asked confirmed the lock in time. The lock
+// was released again.
+var ErrNotReplicated = errors.New("redislock: lock not confirmed by enough replicas")
+
+// Backend is a distlock backend on one Redis deployment: a standalone
+// server, a Sentinel-managed master, or a Cluster. It is safe for
+// concurrent use. Use it through distlock.New.
+type Backend struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	replicas int
+	waitFor  time.Duration
+	drift    func(time.Duration) time.Duration
+	notify   *redisnode.Notifier
+	ownsRDB  bool
+}
+
+var (
+	_ driver.Backend   = (*Backend)(nil)
+	_ driver.Waiter    = (*Backend)(nil)
+	_ driver.Inspector = (*Backend)(nil)
+)
+
+// An Option configures a [Backend].
+type Option func(*Backend)
+
+// WithPrefix sets the string put before every key (default [DefaultPrefix]).
+func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
+
+// WithReplicas makes every acquisition wait, with Redis' WAIT, until n
+// replicas have the lock, for at most timeout. If fewer confirm, the lock
+// is released and Acquire fails with [ErrNotReplicated].
+//
+// This narrows the failover window in which a promoted replica does not
+// yet know the lock, but does not close it: WAIT is not a consensus
+// protocol, a replica that acknowledged can still lose the write, and
+// Sentinel may promote a replica that did not acknowledge. Pass the lock's
+// fencing token to the resource for the remaining cases.
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(b *Backend) { b.replicas, b.waitFor = n, timeout }
+}
+
+// WithDrift sets the clock drift allowance subtracted from a lease's TTL
+// to get its local validity (default driver.DefaultDrift: 1% + 2ms).
+func WithDrift(f func(ttl time.Duration) time.Duration) Option {
+	return func(b *Backend) { b.drift = f }
+}
+
+// New returns a backend on rdb: a *redis.Client, *redis.ClusterClient or
+// failover client from github.com/redis/go-redis/v9. The caller keeps
+// ownership of rdb; closing the backend only ends its pub/sub connection.
+//
+// Set ContextTimeoutEnabled on rdb's options so that context deadlines bound
+// every call; otherwise a server that stops answering holds a call for the
+// client's ReadTimeout. distlock's watchdog ends a lease at its deadline
+// either way.
+func New(rdb redis.UniversalClient, opts ...Option) *Backend {
+	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
+		rdb = nil // a typed nil client: report it, do not panic on it
+	}
+	b := &Backend{rdb: rdb, prefix: DefaultPrefix, drift: driver.DefaultDrift}
+	for _, opt := range opts {
+		opt(b)
+	}
+	if rdb != nil {
+		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
+	}
+	return b
+}
+
+var errNilClient = errors.New("redislock: nil redis client")
+
+func (b *Backend) check(key string) error {
+	if b == nil || b.rdb == nil {
+		return errNilClient
+	}
+	if b.replicas < 0 || (b.replicas > 0 && b.waitFor <= 0) {
+		return fmt.Errorf("redislock: WithReplicas(%d, %v): want n >= 0 and a positive timeout", b.replicas, b.waitFor)
+	}
+	return nil
+}
+
+// Capabilities implements driver.Backend: waiters are notified.
+func (b *Backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{NotifiedWait: true}
+}
+
+// Acquire implements driver.Backend in one round trip (two with WithReplicas).
+func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	k := redisnode.KeysFor(b.prefix, req.Key)
+	desc := redisnode.Describe(req.Meta)
+	var (
+		token     uint64
+		holderTTL time.Duration
+		err       error
+	)
+	if b.replicas > 0 {
+		token, holderTTL, err = b.acquireReplicated(ctx, k, req, desc)
+	} else {
+		token, holderTTL, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
+	}
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if token == 0 {
+		return driver.Grant{RetryAfter: holderTTL}, nil
+	}
+	return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL - b.drift(req.TTL)}, nil
+}
+
+// acquireReplicated sends the acquire script and WAIT down one connection
+// (WAIT counts the writes of its own connection), to the key's master.
+func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req driver.AcquireRequest, desc string) (uint64, time.Duration, error) {
+	var node redis.Cmdable = b.rdb
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, k.Lock)
+		if err != nil {
+			return 0, 0, err
+		}
+		node = m
+	}
+	run := func() (*redis.Cmd, *redis.IntCmd, error) {
+		pipe := node.Pipeline()
+		acq := redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
+		wait := waitCmd(ctx, pipe, b.replicas, b.waitFor)
+		_, err := pipe.Exec(ctx)
+		return acq, wait, err
+	}
+	acq, wait, err := run()
+	if redisnode.IsNoScript(acq.Err()) {
+		if err := redisnode.LoadScripts(ctx, node); err != nil {
+			return 0, 0, err
+		}
+		acq, wait, err = run()
+	}
+	if err != nil && acq.Err() != nil {
+		return 0, 0, acq.Err()
+	}
+	n, _ := acq.Int64()
+	token, holderTTL, _ := redisnode.Grant(n)
+	if token == 0 {
+		return 0, holderTTL, nil
+	}
+	acked, werr := wait.Result()
+	if werr == nil && acked >= int64(b.replicas) {
+		return token, 0, nil
+	}
+	// Too few replicas have it: give it back rather than hold a lock a
+	// failover could forget.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.waitFor+time.Second)
+	defer cancel()
+	_, _ = redisnode.Release(rctx, b.rdb, k, req.Owner)
+	if werr != nil {
+		return 0, 0, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
+	}
+	return 0, 0, fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, acked, b.replicas, b.waitFor)
+}
+
+// Release implements driver.Backend in one round trip: compare-and-delete
+// and the wake-up of waiters.
+func (b *Backend) Release(ctx context.Context, key, owner string) error {
+	if err := b.check(key); err != nil {
+		return err
+	}
+	ok, err := redisnode.Release(ctx, b.rdb, redisnode.KeysFor(b.prefix, key), owner)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return driver.ErrNotHeld
+	}
+	return nil
+}
+
+// Refresh implements driver.Backend: compare-and-PEXPIRE.
+func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := b.check(key); err != nil {
+		return 0, err
+	}
+	ok, err := redisnode.Refresh(ctx, b.rdb, redisnode.KeysFor(b.prefix, key), owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, driver.ErrNotHeld
+	}
+	return ttl - b.drift(ttl), nil
+}
+
+// Watch implements driver.Waiter over the client's shared subscription.
+func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
+	if err := b.check(key); err != nil {
+		return nil, err
+	}
+	return b.notify.Watch(ctx, redisnode.KeysFor(b.prefix, key).Channel)
+}
+
+// Inspect implements driver.Inspector.
+func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := b.check(key); err != nil {
+		return driver.Info{}, err
+	}
+	st, err := redisnode.Inspect(ctx, b.rdb, redisnode.KeysFor(b.prefix, key))
+	if err != nil {
+		return driver.Info{}, err
+	}
+	return driver.Info{Held: st.Held, Token: st.Token, TTL: st.TTL, Meta: st.Meta}, nil
+}
+
+// Close ends the backend's pub/sub connection, and closes the client too
+// if the backend opened it from a URL.
+func (b *Backend) Close() error {
+	if b == nil || b.rdb == nil {
+		return nil
+	}
+	err := b.notify.Close()
+	if b.ownsRDB {
+		err = errors.Join(err, b.rdb.Close())
+	}
+	return err
+}
+
+// waitCmd queues WAIT. go-redis' own Wait stretches the read deadline by
+// the timeout, so it is preferred where the pipeline has it.
+func waitCmd(ctx context.Context, pipe redis.Pipeliner, n int, timeout time.Duration) *redis.IntCmd {
+	if w, ok := pipe.(interface {
+		Wait(context.Context, int, time.Duration) *redis.IntCmd
+	}); ok {
+		return w.Wait(ctx, n, timeout)
+	}
+	cmd := redis.NewIntCmd(ctx, "wait", n, timeout.Milliseconds())
+	_ = pipe.Process(ctx, cmd)
+	return cmd
+}

@@ -1,0 +1,470 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/distlocktest"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
+	"github.com/distlock-go/distlock/redislock"
+)
+
+// newClient returns a go-redis client for addr, closed at cleanup.
+func newClient(t testing.TB, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newBackend returns a redislock backend on rdb, closed at cleanup.
+func newBackend(t testing.TB, rdb redis.UniversalClient, opts ...redislock.Option) *redislock.Backend {
+	b := redislock.New(rdb, opts...)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func lockKey(key string) string { return redisnode.KeysFor(redislock.DefaultPrefix, key).Lock }
+
+func harness(newRDB func(t testing.TB) redis.UniversalClient, ttl time.Duration) distlocktest.Harness {
+	return distlocktest.Harness{
+		NewBackend: func(t distlocktest.TB) driver.Backend {
+			return newBackend(t.(testing.TB), newRDB(t.(testing.TB)))
+		},
+		Expire: func(t distlocktest.TB, key string) {
+			rdb := newRDB(t.(testing.TB))
+			if err := rdb.Del(context.Background(), lockKey(key)).Err(); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+		},
+		TTL: ttl,
+	}
+}
+
+func TestConformanceStandalone(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	distlocktest.Run(t, harness(func(t testing.TB) redis.UniversalClient { return newClient(t, srv.Addr()) }, 300*time.Millisecond))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster suite skipped in -short mode")
+	}
+	cl := testserver.StartCluster(t, 3)
+	distlocktest.Run(t, harness(func(t testing.TB) redis.UniversalClient {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}, 300*time.Millisecond))
+}
+
+func TestConformanceSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sentinel suite skipped in -short mode")
+	}
+	s := testserver.StartSentinel(t)
+	distlocktest.Run(t, harness(func(t testing.TB) redis.UniversalClient {
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}, 300*time.Millisecond))
+}
+
+// TestClusterKeysWithBraces: keys whose own braces would cut the hash tag
+// short still keep the lock and its counter in one slot.
+func TestClusterKeysWithBraces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster skipped in -short mode")
+	}
+	cl := testserver.StartCluster(t, 3)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	c := distlock.New(newBackend(t, rdb))
+	ctx := context.Background()
+	for _, key := range []string{"a{b}c", "}x{", "{", "}", "{}", "user:{42}", "plain"} {
+		l, err := c.Mutex(key).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock(%q): %v", key, err)
+		}
+		if err := l.Refresh(ctx, time.Minute); err != nil {
+			t.Errorf("Refresh(%q): %v", key, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("Unlock(%q): %v", key, err)
+		}
+	}
+}
+
+func TestInspectShowsHolder(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	b := newBackend(t, newClient(t, srv.Addr()))
+	c := distlock.New(b, distlock.WithMetadata(map[string]string{"job": "nightly"}))
+	ctx := context.Background()
+	key := t.Name()
+	info, err := b.Inspect(ctx, key)
+	if err != nil || info.Held || info.Token != 0 {
+		t.Fatalf("Inspect of a never-locked key: %+v, %v; want free, token 0", info, err)
+	}
+	l, err := c.Mutex(key, distlock.WithTTL(time.Minute)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err = b.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Token != l.Token() || info.TTL <= 50*time.Second || info.TTL > time.Minute {
+		t.Errorf("Inspect = %+v; want held, token %d, TTL near 1m", info, l.Token())
+	}
+	if info.Meta["job"] != "nightly" || info.Meta["pid"] == "" || info.Meta["host"] == "" || info.Meta["since"] == "" {
+		t.Errorf("Meta = %v; want job, host, pid and since", info.Meta)
+	}
+	_ = l.Unlock(ctx)
+	info, _ = b.Inspect(ctx, key)
+	if info.Held || info.Token != l.Token() {
+		t.Errorf("after Unlock Inspect = %+v; want free with last token %d", info, l.Token())
+	}
+}
+
+// TestInvalidInput: misuse gets an error, never a panic.
+func TestInvalidInput(t *testing.T) {
+	ctx := context.Background()
+	var nilClient *redis.Client
+	for name, b := range map[string]*redislock.Backend{
+		"nil client": redislock.New(nil),
+		"typed nil":  redislock.New(nilClient),
+	} {
+		if _, err := distlock.New(b).Mutex("k").TryLock(ctx); err == nil {
+			t.Errorf("%s: TryLock succeeded", name)
+		}
+		if err := b.Close(); err != nil {
+			t.Errorf("%s: Close: %v", name, err)
+		}
+	}
+	srv := testserver.StartRedis(t)
+	b := newBackend(t, newClient(t, srv.Addr()), redislock.WithReplicas(-1, time.Second))
+	if _, err := distlock.New(b).Mutex("k").TryLock(ctx); err == nil {
+		t.Errorf("WithReplicas(-1): TryLock succeeded")
+	}
+}
+
+// TestAmbiguousReplyResolved: the acquire reaches the server, but its reply
+// is lost. Lock retries with the same owner token and is granted the same
+// lock, instead of waiting for its own lock to expire.
+func TestAmbiguousReplyResolved(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	var dropped atomic.Int32
+	rdb.AddHook(dropFirstReply{&dropped})
+	c := distlock.New(newBackend(t, rdb), distlock.WithTTL(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := c.Mutex(t.Name()).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after a lost reply: %v", err)
+	}
+	if dropped.Load() != 1 {
+		t.Fatalf("the fault was not injected")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Lock took %v; the lost reply was not resolved by the retry", d)
+	}
+	st, err := redisnode.Inspect(ctx, newClient(t, srv.Addr()), redisnode.KeysFor(redislock.DefaultPrefix, t.Name()))
+	if err != nil || st.Token != l.Token() || st.Token != 1 {
+		t.Errorf("server state %+v, %v; want the one grant, token 1 = handle's %d", st, err, l.Token())
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}
+
+// dropFirstReply lets the first script call run on the server, then
+// reports a timeout instead of its reply.
+type dropFirstReply struct{ n *atomic.Int32 }
+
+func (dropFirstReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (dropFirstReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h dropFirstReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && err == nil && h.n.CompareAndSwap(0, 1) {
+			return &net.OpError{Op: "read", Err: errors.New("i/o timeout (injected)")}
+		}
+		return err
+	}
+}
+
+// TestPausedServerEndsLease: a server that stops answering for longer than
+// the TTL cannot confirm renewals, so the holder's Done closes by its
+// ValidUntil — before another client could take the key.
+func TestPausedServerEndsLease(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	ttl := 500 * time.Millisecond
+	c := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(ttl))
+	l, err := c.Mutex(t.Name()).TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	deadline := l.ValidUntil()
+	select {
+	case <-l.Done():
+	case <-time.After(ttl + 2*time.Second):
+		t.Fatalf("Done not closed %v after the server paused", ttl+2*time.Second)
+	}
+	// Done must not be later than ValidUntil (timer slack aside).
+	if late := time.Since(deadline); late > 100*time.Millisecond {
+		t.Errorf("Done closed %v after ValidUntil", late)
+	}
+	if !errors.Is(l.Err(), distlock.ErrLockLost) {
+		t.Errorf("Err() = %v; want ErrLockLost", l.Err())
+	}
+}
+
+// TestKilledServer: every call returns an error within its ctx deadline,
+// nothing hangs or leaks, and locking works again after a restart.
+func TestKilledServer(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	c := distlock.New(newBackend(t, rdb), distlock.WithTTL(time.Second))
+	m := c.Mutex(t.Name())
+	held, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	srv.Kill(t)
+
+	bounded := func(name string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := f(ctx)
+		if err == nil {
+			t.Errorf("%s with the server down: no error", name)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s took %v with a 500ms deadline", name, d)
+		}
+	}
+	bounded("TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err })
+	bounded("Lock", func(ctx context.Context) error {
+		_, err := m.Lock(ctx)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock error %v does not wrap the deadline", err)
+		}
+		return err
+	})
+	bounded("Refresh", func(ctx context.Context) error { return held.Refresh(ctx, time.Second) })
+	bounded("Unlock", func(ctx context.Context) error { return held.Unlock(ctx) })
+
+	srv.Restart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after restart: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock after restart: %v", err)
+	}
+	// Goroutines settle back (watchdogs and retries ended).
+	var after int
+	for range 50 {
+		if after = runtime.NumGoroutine(); after <= before+2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after > before+2 {
+		t.Errorf("goroutines: %d before the kill, %d after: leak", before, after)
+	}
+}
+
+// TestHandoffIsNotified: with 8 contending goroutines, a waiter takes the
+// lock within a few round trips of its release. The bound is generous; the
+// benchmarks measure the real figure.
+func TestHandoffIsNotified(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	const workers, perWorker = 8, 10
+	var (
+		mu       sync.Mutex
+		released time.Time
+		gaps     []time.Duration
+		wg       sync.WaitGroup
+		inside   atomic.Int32
+	)
+	for w := range workers {
+		// A safety poll of 10s: only a notification explains a fast handoff.
+		c := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(10*time.Second), distlock.WithSafetyPoll(10*time.Second))
+		m := c.Mutex(t.Name())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for range perWorker {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				got := time.Now()
+				if inside.Add(1) != 1 {
+					t.Errorf("two holders at once")
+				}
+				mu.Lock()
+				if !released.IsZero() {
+					gaps = append(gaps, got.Sub(released))
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				mu.Lock()
+				released = time.Now()
+				mu.Unlock()
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var sum time.Duration
+	for _, g := range gaps {
+		sum += g
+	}
+	if len(gaps) == 0 {
+		t.Fatal("no handoffs recorded")
+	}
+	mean := sum / time.Duration(len(gaps))
+	t.Logf("%d handoffs, mean %v", len(gaps), mean)
+	if mean > 100*time.Millisecond {
+		t.Errorf("mean handoff %v; want well under 100ms (notified, not polled)", mean)
+	}
+}
+
+// TestReplicas: WAIT confirms the lock on the replica; asking for more
+// replicas than exist fails clearly and leaves no lock behind.
+func TestReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sentinel setup skipped in -short mode")
+	}
+	s := testserver.StartSentinel(t)
+	rdb := newClient(t, s.Master.Addr())
+	ctx := context.Background()
+	ok := distlock.New(newBackend(t, rdb, redislock.WithReplicas(1, time.Second)))
+	l, err := ok.Mutex(t.Name()).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock with 1 replica: %v", err)
+	}
+	replica := newClient(t, s.Replica.Addr())
+	if v, err := replica.Get(ctx, lockKey(t.Name())).Result(); err != nil || v == "" {
+		t.Errorf("replica does not have the lock right after WAIT: %q, %v", v, err)
+	}
+	_ = l.Unlock(ctx)
+
+	tooMany := distlock.New(newBackend(t, rdb, redislock.WithReplicas(2, 200*time.Millisecond)))
+	_, err = tooMany.Mutex(t.Name()).TryLock(ctx)
+	if !errors.Is(err, redislock.ErrNotReplicated) {
+		t.Fatalf("TryLock wanting 2 replicas of 1: %v; want ErrNotReplicated", err)
+	}
+	if n, _ := rdb.Exists(ctx, lockKey(t.Name())).Result(); n != 0 {
+		t.Errorf("an unreplicated lock was left behind")
+	}
+}
+
+// TestSentinelFailover: a lock taken before a failover is still held after
+// it (it was replicated with WAIT), the client follows the new master, and
+// the lock can be refreshed and released there.
+func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sentinel setup skipped in -short mode")
+	}
+	s := testserver.StartSentinel(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	c := distlock.New(newBackend(t, rdb, redislock.WithReplicas(1, time.Second)), distlock.WithTTL(10*time.Second))
+	ctx := context.Background()
+	l, err := c.Mutex(t.Name()).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := s.Master.Addr()
+	s.Failover(t)
+	if s.Master.Addr() == old {
+		t.Fatalf("failover did not change the master")
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var rerr error
+	for rctx.Err() == nil { // the client needs a moment to follow
+		if rerr = l.Refresh(rctx, 10*time.Second); rerr == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rerr != nil {
+		t.Fatalf("Refresh after failover: %v", rerr)
+	}
+	if _, err := c.Mutex(t.Name()).TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Errorf("TryLock by another after failover: %v; want ErrNotObtained (the lock survived)", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock after failover: %v", err)
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	ctx := context.Background()
+	c, err := distlock.Open(ctx, fmt.Sprintf("redis://%s/3?prefix=app:", srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Mutex("job").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 3})
+	defer rdb.Close()
+	if n, _ := rdb.Exists(ctx, redisnode.KeysFor("app:", "job").Lock).Result(); n != 1 {
+		t.Errorf("lock not under the URL's prefix in db 3")
+	}
+	for _, bad := range []string{
+		"redis://",
+		"redis://host:notaport",
+		"redis+sentinel://h:1",
+		"redis+sentinel://h:1/m/x",
+		"redis+sentinel://h/m",
+		"redis+cluster://h:1/0",
+		"redis+cluster://h:99999",
+		"redis://h:1?nosuch=1",
+	} {
+		if c, err := distlock.Open(ctx, bad); !errors.Is(err, distlock.ErrInvalidURL) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Open(%q) = %v; want ErrInvalidURL", bad, err)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+)
+
+// URL schemes registered with distlock.Open:
+//
+//	redis://[user:pass@]host:port[/db][?prefix=P&dial_timeout=...]
+//	rediss://...                                     (TLS)
+//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P]
+//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P]
+//
+// Query options other than prefix are go-redis' own (see redis.ParseURL)
+// for redis and rediss. Clients opened from a URL have ContextTimeoutEnabled
+// set, and are closed with the distlock.Client.
+func init() {
+	for _, s := range []string{"redis", "rediss", "redis+sentinel", "redis+cluster"} {
+		distlock.Register(s, OpenURL)
+	}
+}
+
+// OpenURL opens a backend from one of the URL forms above.
+func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
+	rdb, prefix, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	var opts []Option
+	if prefix != nil {
+		opts = append(opts, WithPrefix(*prefix))
+	}
+	b := New(rdb, opts...)
+	b.ownsRDB = true
+	return b, nil
+}
+
+func invalid(u *url.URL, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", distlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
+}
+
+// parseURL builds a client from u; prefix is nil when not given.
+func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
+	q := u.Query()
+	var prefix *string
+	if q.Has("prefix") {
+		p := q.Get("prefix")
+		prefix = &p
+		q.Del("prefix")
+	}
+	if u.Host == "" {
+		return nil, nil, invalid(u, "no host")
+	}
+	user, pass := "", ""
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "redis", "rediss":
+		v := *u
+		v.RawQuery = q.Encode()
+		opt, err := redis.ParseURL(v.String())
+		if err != nil {
+			return nil, nil, invalid(u, "%v", err)
+		}
+		opt.ContextTimeoutEnabled = true
+		return redis.NewClient(opt), prefix, nil
+	case "redis+sentinel":
+		if len(q) > 0 {
+			return nil, nil, invalid(u, "unknown option(s) %v", q)
+		}
+		addrs, err := hosts(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+		if parts[0] == "" || len(parts) > 2 {
+			return nil, nil, invalid(u, "want /master-name[/db] after the sentinel addresses")
+		}
+		db := 0
+		if len(parts) == 2 {
+			if db, err = strconv.Atoi(parts[1]); err != nil || db < 0 {
+				return nil, nil, invalid(u, "bad database number %q", parts[1])
+			}
+		}
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: parts[0], SentinelAddrs: addrs, Username: user, Password: pass,
+			DB: db, ContextTimeoutEnabled: true,
+		}), prefix, nil
+	case "redis+cluster":
+		if len(q) > 0 {
+			return nil, nil, invalid(u, "unknown option(s) %v", q)
+		}
+		if p := strings.Trim(u.Path, "/"); p != "" {
+			return nil, nil, invalid(u, "a cluster has no database %q", p)
+		}
+		addrs, err := hosts(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true,
+		}), prefix, nil
+	}
+	return nil, nil, invalid(u, "scheme %q is not redislock's", u.Scheme)
+}
+
+// hosts splits a comma-separated host list, each host:port.
+func hosts(u *url.URL) ([]string, error) {
+	var addrs []string
+	for _, h := range strings.Split(u.Host, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" {
+			return nil, invalid(u, "address %q: want host:port", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return nil, invalid(u, "address %q: bad port", h)
+		}
+		addrs = append(addrs, h)
+	}
+	return addrs, nil
+}
