@@ -42,7 +42,12 @@ func New(backend driver.Backend, opts ...Option) *Client {
 // getting its own handle. Invalid keys and options are reported by Lock and
 // TryLock.
 func (c *Client) Mutex(key string, opts ...Option) *Mutex {
-	m := &Mutex{c: c, key: key, opts: c.opts}
+	m := &Mutex{c: c, key: key}
+	if c != nil {
+		m.opts = c.opts
+	} else {
+		m.opts = defaultOptions() // Lock reports the missing backend
+	}
 	for _, opt := range opts {
 		opt(&m.opts)
 	}

@@ -1,0 +1,284 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/memlock"
+)
+
+var errInjected = errors.New("injected fault")
+
+// faulty wraps memlock to inject the failures a network causes.
+type faulty struct {
+	*memlock.Backend
+	mu sync.Mutex
+	// acquireFaults > 0: the next attempts fail; applied: they reach the
+	// store first (the reply is lost), otherwise they never arrive.
+	acquireFaults int
+	applied       bool
+	refreshFaults int
+	refreshHang   bool // Refresh never answers, ignoring ctx
+	validFor      time.Duration
+	lost          chan struct{}
+}
+
+func newFaulty() *faulty { return &faulty{Backend: memlock.New()} }
+
+func (f *faulty) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	f.mu.Lock()
+	fault, applied := f.acquireFaults > 0, f.applied
+	if fault {
+		f.acquireFaults--
+	}
+	f.mu.Unlock()
+	if fault {
+		if applied {
+			_, _ = f.Backend.Acquire(ctx, req)
+		}
+		return driver.Grant{}, errInjected
+	}
+	g, err := f.Backend.Acquire(ctx, req)
+	if g.Acquired && f.validFor != 0 {
+		g.ValidFor = f.validFor
+	}
+	if g.Acquired && f.lost != nil {
+		g.Lost = f.lost
+	}
+	return g, err
+}
+
+func (f *faulty) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	f.mu.Lock()
+	fault, hang := f.refreshFaults > 0, f.refreshHang
+	if fault {
+		f.refreshFaults--
+	}
+	f.mu.Unlock()
+	if hang {
+		select {} // a server that never answers and a client that ignores ctx
+	}
+	if fault {
+		return 0, errInjected
+	}
+	return f.Backend.Refresh(ctx, key, owner, ttl)
+}
+
+func held(t *testing.T, b driver.Backend, key string) bool {
+	t.Helper()
+	info, err := b.(driver.Inspector).Inspect(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Held
+}
+
+func TestTryLockLeavesNothingAfterLostReply(t *testing.T) {
+	f := newFaulty()
+	f.acquireFaults, f.applied = 1, true
+	_, err := distlock.New(f).Mutex("k").TryLock(context.Background())
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("TryLock: %v; want the backend's error", err)
+	}
+	if held(t, f, "k") {
+		t.Errorf("TryLock failed but left its lock behind")
+	}
+}
+
+func TestLockRetriesTransientErrors(t *testing.T) {
+	f := newFaulty()
+	f.acquireFaults = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := distlock.New(f).Mutex("k").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v; want it to retry past transient errors", err)
+	}
+	_ = l.Unlock(ctx)
+}
+
+func TestLockResolvesLostReplyByRetry(t *testing.T) {
+	f := newFaulty()
+	f.acquireFaults, f.applied = 1, true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := distlock.New(f, distlock.WithTTL(time.Minute)).Mutex("k").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if l.Token() != 1 {
+		t.Errorf("token %d; want 1: the retry must be granted the lock its lost attempt took", l.Token())
+	}
+	_ = l.Unlock(ctx)
+}
+
+func TestLockGivingUpAfterErrorsLeavesNothing(t *testing.T) {
+	f := newFaulty()
+	f.acquireFaults, f.applied = 1<<30, true
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := distlock.New(f).Mutex("k").Lock(ctx)
+	for _, want := range []error{distlock.ErrNotObtained, context.DeadlineExceeded, errInjected} {
+		if !errors.Is(err, want) {
+			t.Errorf("Lock: %v; want it to wrap %v", err, want)
+		}
+	}
+	if held(t, f, "k") {
+		t.Errorf("Lock gave up but left its lock behind")
+	}
+}
+
+func TestWatchdogRidesOutTransientRefreshErrors(t *testing.T) {
+	f := newFaulty()
+	f.refreshFaults = 2
+	l, err := distlock.New(f, distlock.WithTTL(300*time.Millisecond)).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease ended after transient refresh errors: %v", err)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}
+
+func TestHangingRefreshExpiresByDeadline(t *testing.T) {
+	f := newFaulty()
+	f.refreshHang = true
+	l, err := distlock.New(f, distlock.WithTTL(200*time.Millisecond)).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := l.ValidUntil()
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Done not closed although no renewal could be confirmed")
+	}
+	if late := time.Since(deadline); late > 100*time.Millisecond {
+		t.Errorf("Done closed %v after ValidUntil", late)
+	}
+	if !errors.Is(l.Err(), distlock.ErrLockExpired) {
+		t.Errorf("Err() = %v; want ErrLockExpired", l.Err())
+	}
+}
+
+func TestBackendLostSignalEndsLease(t *testing.T) {
+	f := newFaulty()
+	f.lost = make(chan struct{})
+	l, err := distlock.New(f).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := l.Context(context.Background())
+	close(f.lost)
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Lock.Context not cancelled on the backend's loss signal")
+	}
+	if !errors.Is(context.Cause(ctx), distlock.ErrLockLost) {
+		t.Errorf("cause %v; want ErrLockLost", context.Cause(ctx))
+	}
+}
+
+func TestWorthlessGrantRefused(t *testing.T) {
+	f := newFaulty()
+	f.validFor = -time.Millisecond
+	_, err := distlock.New(f).Mutex("k").TryLock(context.Background())
+	if err == nil {
+		t.Fatal("TryLock accepted a grant with no validity")
+	}
+	if held(t, f, "k") {
+		t.Errorf("worthless grant left a lock behind")
+	}
+}
+
+func TestContextOfParentEnds(t *testing.T) {
+	l, err := distlock.New(memlock.New()).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	parent, cancel := context.WithCancel(context.Background())
+	ctx := l.Context(parent)
+	cancel()
+	<-ctx.Done()
+	if l.Err() != nil {
+		t.Errorf("cancelling the work's parent ended the lease: %v", l.Err())
+	}
+}
+
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context
+	m := distlock.New(memlock.New()).Mutex("k")
+	if _, err := m.Lock(nilCtx); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("Lock(nil): %v", err)
+	}
+	if _, err := m.TryLock(nilCtx); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("TryLock(nil): %v", err)
+	}
+	if _, err := distlock.Open(nilCtx, "mem://"); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("Open(nil): %v", err)
+	}
+	var nilClient *distlock.Client
+	if _, err := nilClient.Mutex("k").TryLock(context.Background()); !errors.Is(err, distlock.ErrInvalidBackend) {
+		t.Errorf("nil client: %v", err)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	a, err := distlock.Open(ctx, "mem://shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := distlock.Open(ctx, "mem://shared")
+	l, err := a.Mutex("k").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Mutex("k").TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Errorf("two clients of one mem:// URL do not share locks: %v", err)
+	}
+	_ = l.Unlock(ctx)
+	for url, want := range map[string]error{
+		"":               distlock.ErrInvalidURL,
+		"localhost:6379": distlock.ErrUnknownScheme,
+		"nosuch://x":     distlock.ErrUnknownScheme,
+		"://x":           distlock.ErrInvalidURL,
+		"mem\x00://":     distlock.ErrInvalidURL,
+	} {
+		if _, err := distlock.Open(ctx, url); !errors.Is(err, want) {
+			t.Errorf("Open(%q) = %v; want %v", url, err, want)
+		}
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	b := distlock.ExponentialBackoff(time.Millisecond, 8*time.Millisecond)
+	for attempt, ceil := range map[int]time.Duration{1: 1, 2: 2, 3: 4, 4: 8, 10: 8} {
+		ceil *= time.Millisecond
+		for range 100 {
+			if d := b.Next(attempt); d < ceil/2 || d > ceil {
+				t.Fatalf("attempt %d: %v outside [%v, %v]", attempt, d, ceil/2, ceil)
+			}
+		}
+	}
+	var seen atomic.Int64
+	c := distlock.ConstantBackoff(10 * time.Millisecond)
+	for range 100 {
+		seen.Store(int64(c.Next(1)))
+		if d := time.Duration(seen.Load()); d < 5*time.Millisecond || d > 10*time.Millisecond {
+			t.Fatalf("constant: %v outside [5ms, 10ms]", d)
+		}
+	}
+}

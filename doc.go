@@ -1,0 +1,62 @@
+// Package distlock provides distributed locks: mutual exclusion between
+// processes on different machines, on Redis (one deployment or Redlock over
+// several), or in memory for tests.
+//
+//	c := distlock.New(redislock.New(rdb))
+//	l, err := c.Mutex("orders:42", distlock.WithTTL(10*time.Second)).Lock(ctx)
+//	if err != nil {
+//		return err // ctx ended first, or the input was invalid
+//	}
+//	defer l.Unlock(context.Background())
+//	return writeOrder(l.Context(ctx), l.Token())
+//
+// # A lock is a lease
+//
+// A distributed lock can be lost while its holder still runs: the process
+// pauses (GC, swap, SIGSTOP) past the TTL, the network drops renewals, the
+// server fails over. No library can prevent that; distlock makes it visible
+// and safe to act on:
+//
+//   - Every holding has a fencing token ([Lock.Token]) that is strictly
+//     greater than every earlier holding's of the same key. Pass it to the
+//     resource you write; the resource rejects a token lower than the highest
+//     it has seen (package fence), so a holder that lost its lease without
+//     knowing cannot overwrite its successor's work.
+//   - [Lock.Done] closes, and [Lock.Context] is cancelled, the moment the
+//     lease can no longer be trusted: a renewal was refused, no renewal was
+//     confirmed before [Lock.ValidUntil], or the backend reported the holding
+//     gone. [Lock.Err] says which.
+//   - The deadline is local and on the monotonic clock: acquisition start +
+//     TTL − the backend's drift allowance. Wall-clock jumps do not move it.
+//
+// # Waiting
+//
+// [Mutex.Lock] waits until it holds the lock or its ctx ends; it never gives
+// up on its own. Backends that can (see driver.Waiter) wake a waiter within
+// about one round trip of the release; otherwise it polls with jittered
+// backoff, never sleeping past the holder's remaining lease.
+// [Mutex.TryLock] makes one attempt and returns [ErrNotObtained] if the lock
+// is held.
+//
+// # Renewal
+//
+// A watchdog renews the lease every TTL/3 while it is held, until Unlock.
+// A refused renewal ends the handle at once; failing ones are retried until
+// the deadline, which then ends it. [WithoutAutoRefresh] turns the watchdog
+// off, leaving [Lock.Refresh] to the caller.
+//
+// # Errors
+//
+// Errors wrap the sentinels below; test them with errors.Is. Invalid input
+// (an empty key, a TTL under [MinTTL], a nil backend) is reported by Lock and
+// TryLock, never by a panic. Errors from a wait that ctx ended wrap both
+// [ErrNotObtained] and ctx.Err().
+//
+// # Backends
+//
+// A backend implements the single-attempt contract of package driver; retry,
+// waiting and renewal live here, once. Every backend passes the conformance
+// suite in package distlocktest against a real server. [Open] makes a client
+// from a URL such as "redis://localhost:6379/0" once the backend's package is
+// imported.
+package distlock
