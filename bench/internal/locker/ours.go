@@ -1,0 +1,67 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/redislock"
+)
+
+// Distlock lists the distlock backends under test.
+func Distlock() []Library {
+	return []Library{DistlockRedis()}
+}
+
+// DistlockRedis is distlock over its redislock backend on one node.
+func DistlockRedis() Library {
+	return Library{
+		Name: "distlock (redislock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
+		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL)), defaults otherwise: auto-refresh every TTL/3, notified waiting",
+		How: "Acquire is one script (EVALSHA): GET the key, and if it is free INCR the key's fencing counter, read the server's " +
+			"TIME and SET the lease with PX; release is one script that compares the owner, DELs and PUBLISHes on the key's " +
+			"channel. So one round trip each way, with a fencing token and an ownership check the floor lacks. A waiter " +
+			"subscribes on its first failed attempt (one pub/sub connection per client, shared by all its waiters), tries " +
+			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has a " +
+			"watchdog goroutine that ends the handle at its local deadline and renews the lease every TTL/3.",
+		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			rdb := newGoRedis(addrs[0])
+			be := redislock.New(rdb)
+			return &distlockLocker{
+				c:     distlock.New(be, distlock.WithTTL(ttl)),
+				close: func() error { return errors.Join(be.Close(), rdb.Close()) },
+			}, nil
+		},
+	}
+}
+
+type distlockLocker struct {
+	c     *distlock.Client
+	close func() error
+}
+
+type distlockHeld struct{ l *distlock.Lock }
+
+func (h distlockHeld) Release(ctx context.Context) error { return h.l.Unlock(ctx) }
+
+func (d *distlockLocker) TryAcquire(ctx context.Context, key string) (Held, error) {
+	l, err := d.c.Mutex(key).TryLock(ctx)
+	if errors.Is(err, distlock.ErrNotObtained) {
+		return nil, ErrNotObtained
+	}
+	if err != nil {
+		return nil, err
+	}
+	return distlockHeld{l}, nil
+}
+
+func (d *distlockLocker) Acquire(ctx context.Context, key string) (Held, error) {
+	l, err := d.c.Mutex(key).Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return distlockHeld{l}, nil
+}
+
+func (d *distlockLocker) Close() error { return d.close() }

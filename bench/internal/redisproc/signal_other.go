@@ -1,0 +1,7 @@
+//go:build !unix
+
+package redisproc
+
+import "os"
+
+var terminate = os.Kill

@@ -1,0 +1,472 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/distlock-go/distlock/bench/internal/locker"
+)
+
+// Markdown renders BENCHMARKS.md. chart is the path of the SVG relative to
+// the file, or "" for none.
+func Markdown(res *Results, chart string) []byte {
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	s := res.Settings
+
+	single := summarizeAll(res.Single)
+	redlock := summarizeAll(res.Redlock)
+	var contended []contendedSummary
+	for _, row := range res.Contended {
+		contended = append(contended, summarizeContended(row))
+	}
+	rtt := math.NaN()
+	for _, u := range single {
+		if u.Lib.Role == locker.RoleRTT {
+			rtt = u.P50
+		}
+	}
+
+	w("# Benchmarks\n\n")
+	w("distlock side by side with [go-redsync/redsync](https://github.com/go-redsync/redsync), ")
+	w("[bsm/redislock](https://github.com/bsm/redislock) and [rueidislock](https://github.com/redis/rueidis/tree/main/rueidislock), ")
+	w("measured in one run on one machine against local redis-server processes, with raw go-redis command sequences as floors.\n\n")
+	w("This file is generated: `make bench` (which runs `scripts/bench.sh`, which runs `bench/cmd/lockbench`) rewrites it ")
+	w("and the chart. Every figure is the median over %d repetitions of the same run, with the libraries interleaved in each; ", s.Reps)
+	w("ratios are taken between medians of that run. Edit the generator, not this file.\n\n")
+	if s.Quick {
+		w("> **Smoke run (`-quick`)**: too few operations and too short a contention for the figures to mean anything. ")
+		w("Run `make bench` for real figures.\n\n")
+	}
+	if !hasOurs(res) {
+		w("> The distlock backends were not part of this run: only the peers and floors were measured.\n\n")
+	}
+
+	w("## Setup\n\n")
+	w("| | |\n|---|---|\n")
+	w("| Date | %s |\n", res.Env.Date)
+	w("| Machine | %s/%s, %d logical CPUs (GOMAXPROCS %d), %s |\n", res.Env.OS, res.Env.Arch, res.Env.NumCPU, res.Env.GOMAXPROCS, res.Env.CPUModel)
+	w("| Go | %s |\n", res.Env.GoVersion)
+	w("| Redis | %s |\n", res.Env.RedisServer)
+	w("| distlock | %s |\n", res.Env.Distlock)
+	for _, m := range res.Env.Modules {
+		w("| %s | %s |\n", m.Path, m.Version)
+	}
+	w("| Command | `%s` |\n", res.Env.Command)
+	w("| Run | %d repetitions; A and B: %d measured acquire+release pairs per library after %d unmeasured; C: %d workers for %v per library, hold %v; lease TTL %v for every library; total %v |\n\n",
+		s.Reps, s.Ops, s.Warmup, s.Workers, s.Duration, s.Hold, s.TTL, res.Elapsed.Round(time.Second))
+	w("The client and the servers share the machine's CPUs; on a small or busy machine, part of every latency is waiting ")
+	w("for a CPU. Compare rows within this file, not with figures from another machine.\n\n")
+
+	highlights(&b, single, redlock, contended)
+
+	w("## A. Uncontended acquire + release, one node\n\n")
+	w("One goroutine takes and releases one key, a single attempt each time (the key is always free).\n\n")
+	uncontendedTables(&b, single)
+
+	w("## B. Uncontended acquire + release, Redlock over five nodes\n\n")
+	w("The same on five independent redis-server processes, quorum 3. bsm/redislock and rueidislock have no multi-master mode ")
+	w("(rueidislock's KeyMajority spreads keys over one deployment) and are absent here.\n\n")
+	uncontendedTables(&b, redlock)
+
+	w("## C. Contention: %d workers, one key\n\n", s.Workers)
+	w("%d goroutines, each with its own client (its own connections, as separate processes would have), take the same key ", s.Workers)
+	w("with the library's blocking acquire, increment a shared counter, and release, as fast as they can for %v per library ", s.Duration)
+	w("and repetition (hold time %v). Definitions:\n\n", s.Hold)
+	w("- **handoff**: an acquisition by a different worker than the last holder; its **latency** runs from the moment the last holder ")
+	w("started its release call to the moment the next holder's acquire returned.\n")
+	w("- **wait**: from the moment a worker wants the lock, through any give-ups and retries, until it holds it. A wait still ")
+	w("running when the time is up counts with the time waited so far, so a starved worker shows up.\n")
+	w("- **re-acquired**: share of acquisitions won by the worker that held the lock last (barging).\n")
+	w("- **give-ups**: acquire calls that returned an error while the run was still going; the worker then asks again. ")
+	w("Total over all repetitions.\n")
+	w("- **exclusion**: a shared counter is read and written (not atomically) under the lock and every holder checks that no ")
+	w("other is inside; any overlap or lost update, totalled over all repetitions, is a broken lock.\n")
+	if !math.IsNaN(rtt) {
+		w("- **RTTs**: handoff mean divided by the median PING round trip of scenario A (%s).\n", durNS(rtt))
+	}
+	w("\n")
+	contendedTables(&b, contended, rtt)
+	if chart != "" && len(contended) > 0 {
+		w("![Handoff latency and wait p99 per library, log scale](%s)\n\n", chart)
+	}
+
+	w("## Server commands\n\n")
+	w("Counted by the server (`INFO commandstats`, difference before and after each run), per acquire+release in A and B and ")
+	w("per acquisition in C. Commands that scripts run are counted under their own names, so a script that calls SET shows as ")
+	w("`evalsha` plus `set`.\n\n")
+	w("| Scenario | Library | Commands |\n|---|---|---|\n")
+	for _, sc := range []struct {
+		name string
+		rows []uncontendedSummary
+	}{{"A", single}, {"B", redlock}} {
+		for _, u := range sc.rows {
+			w("| %s | %s | %s |\n", sc.name, u.Lib.Name, breakdown(u.Cmds))
+		}
+	}
+	for _, c := range contended {
+		w("| C | %s | %s |\n", c.Lib.Name, breakdown(c.Cmds))
+	}
+	w("\n")
+
+	w("## Why the figures differ\n\n")
+	seen := map[string]bool{}
+	for _, rows := range [][]Lib{libs(res.Single), libs(res.Redlock), contendedLibs(res.Contended)} {
+		for _, l := range rows {
+			if seen[l.How] || l.How == "" {
+				continue
+			}
+			seen[l.How] = true
+			w("- **%s** (%s). %s\n", baseName(l.Name), l.Config, l.How)
+		}
+	}
+	w("\nOn loopback a round trip costs tens of microseconds, so an uncontended figure is mostly round trips, and what a ")
+	w("library adds shows in allocations and CPU time per call. Under contention the waiting strategy dominates: a poller ")
+	w("learns of a release only at its next poll and competes with the releasing worker, which asks again at once; a ")
+	w("notified waiter is told within about a round trip. Polling faster shortens the wait but costs server commands while ")
+	w("the key is held, and a retry budget that runs out turns waiting into a give-up that the caller has to handle.\n\n")
+
+	w("## Method\n\n")
+	w("- `bench/cmd/lockbench` starts one redis-server for A and C and five for B, each on a free loopback port in a temporary ")
+	w("directory with `--save \"\" --appendonly no`, and stops them when it ends.\n")
+	w("- Each library is driven through the same small adapter (`bench/internal/locker`): an acquire that makes one attempt ")
+	w("(A, B) or waits with the library's own strategy (C), returning a handle to release. Each library gets the same TTL and ")
+	w("its own clients; the adapters build the library's per-lock object (redsync's Mutex, distlock's Mutex) for every ")
+	w("acquisition, as code that locks a different key each time would.\n")
+	w("- Latencies are per operation, on the monotonic clock (`time.Now`/`time.Since`). ops/s is measured operations over the ")
+	w("loop's wall time.\n")
+	w("- Allocations are the difference of `runtime.MemStats` (Mallocs, TotalAlloc) around the measured loop, divided by ")
+	w("the operations. The loop is a single goroutine, but the count includes what the library's own goroutines allocate ")
+	w("meanwhile (connection readers, lease watchdogs), which is part of what it costs. It is the same measure ")
+	w("`testing.B.ReportAllocs` uses; a plain loop lets the same run also record latencies and server commands.\n")
+	w("- Each repetition runs every library once per scenario, in an order rotated by one each repetition. Every figure in ")
+	w("the tables is the median over the repetitions that succeeded; an error in a repetition is reported, never hidden.\n")
+	w("- Lease lengths are long (%v) compared with any hold, so no library renews during a hold: the libraries that renew ", s.TTL)
+	w("automatically (distlock, rueidislock) keep that on, as users get it, and pay only for arming it.\n\n")
+
+	w("## Running it\n\n")
+	w("```sh\nmake bench                     # or scripts/bench.sh: needs redis-server (scripts/install-deps.sh)\n")
+	w("cd bench && go run ./cmd/lockbench -quick    # smoke run, prints the tables\n")
+	w("cd bench && go run ./cmd/lockbench -help     # repetitions, sizes, durations, -only\n```\n\n")
+	w("The comparison lives in its own module (`bench/go.mod`), so the peer libraries never enter distlock's dependencies.\n")
+	return b.Bytes()
+}
+
+func summarizeAll(rows []UncontendedRow) []uncontendedSummary {
+	out := make([]uncontendedSummary, len(rows))
+	for i, r := range rows {
+		out[i] = summarizeUncontended(r)
+	}
+	return out
+}
+
+func hasOurs(res *Results) bool {
+	for _, l := range libs(res.Single) {
+		if l.Kind == locker.Ours {
+			return true
+		}
+	}
+	for _, l := range libs(res.Redlock) {
+		if l.Kind == locker.Ours {
+			return true
+		}
+	}
+	return false
+}
+
+func libs(rows []UncontendedRow) []Lib {
+	out := make([]Lib, len(rows))
+	for i, r := range rows {
+		out[i] = r.Lib
+	}
+	return out
+}
+
+func contendedLibs(rows []ContendedRow) []Lib {
+	out := make([]Lib, len(rows))
+	for i, r := range rows {
+		out[i] = r.Lib
+	}
+	return out
+}
+
+// baseName drops the variant from a row name: "redsync (retry 1ms)" and
+// "redsync, 5 nodes" are both explained under "redsync".
+func baseName(name string) string {
+	if i := strings.IndexAny(name, "(,"); i > 0 {
+		return strings.TrimSpace(name[:i])
+	}
+	return name
+}
+
+// metric is one column of a table: how to read it and which way is better.
+type metric[T any] struct {
+	head   string
+	get    func(T) float64
+	format func(float64) string
+	higher bool // higher is better
+}
+
+func num(prec int) func(float64) string {
+	return func(x float64) string {
+		if math.IsNaN(x) {
+			return "–"
+		}
+		return fmt.Sprintf("%.*f", prec, x)
+	}
+}
+
+func ratio(x, ref float64) string {
+	if math.IsNaN(x) || math.IsNaN(ref) || ref == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", x/ref)
+}
+
+// best returns the best value of m among the peers' rows; NaN if none.
+func best[T any](rows []T, kind func(T) locker.Kind, ok func(T) bool, m metric[T]) float64 {
+	b := math.NaN()
+	for _, r := range rows {
+		if kind(r) != locker.Peer || !ok(r) {
+			continue
+		}
+		v := m.get(r)
+		if math.IsNaN(b) || (m.higher && v > b) || (!m.higher && v < b) {
+			b = v
+		}
+	}
+	return b
+}
+
+func uncontendedTables(b *bytes.Buffer, rows []uncontendedSummary) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	type u = uncontendedSummary
+	ms := []metric[u]{
+		{"p50", func(x u) float64 { return x.P50 }, durNS, false},
+		{"p99", func(x u) float64 { return x.P99 }, durNS, false},
+		{"ops/s", func(x u) float64 { return x.OpsPerSec }, num(0), true},
+		{"allocs/op", func(x u) float64 { return x.AllocsPerOp }, num(1), false},
+		{"B/op", func(x u) float64 { return x.BytesPerOp }, num(0), false},
+		{"server cmds/op", func(x u) float64 { return x.CmdsPerOp }, num(1), false},
+	}
+	w("| Library |")
+	for _, m := range ms {
+		w(" %s |", m.head)
+	}
+	w("\n|---|")
+	for range ms {
+		w("---:|")
+	}
+	w("\n")
+	for _, r := range rows {
+		w("| %s |", rowName(r.Lib))
+		for _, m := range ms {
+			if r.N == 0 {
+				w(" – |")
+				continue
+			}
+			w(" %s |", m.format(m.get(r)))
+		}
+		w("\n")
+	}
+	w("\n")
+	errorsOf(b, rows, func(r u) (string, []string) { return r.Lib.Name, r.Errors })
+
+	// Ratios to the lock floor and to the best peer, figure by figure.
+	var floor *u
+	for i := range rows {
+		if rows[i].Lib.Role == locker.RoleLock && rows[i].N > 0 {
+			floor = &rows[i]
+		}
+	}
+	kind := func(x u) locker.Kind { return x.Lib.Kind }
+	ok := func(x u) bool { return x.N > 0 }
+	w("Ratios, each figure divided by the same figure of **the floor** (%s) / of **the best peer** for that figure ", floorName(floor))
+	w("(lowest, or highest for ops/s):\n\n")
+	w("| Library |")
+	for _, m := range ms {
+		w(" %s |", m.head)
+	}
+	w("\n|---|")
+	for range ms {
+		w("---:|")
+	}
+	w("\n")
+	for _, r := range rows {
+		if r.Lib.Kind == locker.Floor || r.N == 0 {
+			continue
+		}
+		w("| %s |", rowName(r.Lib))
+		for _, m := range ms {
+			f := math.NaN()
+			if floor != nil {
+				f = m.get(*floor)
+			}
+			w(" %s / %s |", ratio(m.get(r), f), ratio(m.get(r), best(rows, kind, ok, m)))
+		}
+		w("\n")
+	}
+	w("\n")
+}
+
+func floorName(f *uncontendedSummary) string {
+	if f == nil {
+		return "not measured"
+	}
+	return f.Lib.Name
+}
+
+func rowName(l Lib) string {
+	if l.Kind == locker.Ours {
+		return "**" + l.Name + "**"
+	}
+	return l.Name
+}
+
+func errorsOf[T any](b *bytes.Buffer, rows []T, get func(T) (string, []string)) {
+	for _, r := range rows {
+		name, errs := get(r)
+		if len(errs) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "- %s failed %d repetition(s): %s\n", name, len(errs), errs[0])
+	}
+	for _, r := range rows {
+		if _, errs := get(r); len(errs) > 0 {
+			b.WriteString("\n")
+			return
+		}
+	}
+}
+
+func contendedTables(b *bytes.Buffer, rows []contendedSummary, rtt float64) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	type c = contendedSummary
+	kind := func(x c) locker.Kind { return x.Lib.Kind }
+	ok := func(x c) bool { return x.N > 0 }
+
+	w("| Library | acquisitions/s | handoffs/s | re-acquired | per worker min–max | give-ups | server cmds/acq | exclusion |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		if r.N == 0 {
+			w("| %s | – | – | – | – | – | – | – |\n", rowName(r.Lib))
+			continue
+		}
+		excl := "ok"
+		if r.Overlaps > 0 || r.LostUpdates > 0 {
+			excl = fmt.Sprintf("**BROKEN**: %d overlaps, %d lost updates", r.Overlaps, r.LostUpdates)
+		}
+		w("| %s | %.0f | %.0f | %.1f%% | %.0f–%.0f | %d | %.1f | %s |\n", rowName(r.Lib),
+			r.AcqPerSec, r.HandoffsPerSec, 100*r.Reacquired, r.PerWorkerMin, r.PerWorkerMax, r.GiveUps, r.CmdsPerAcq, excl)
+	}
+	w("\n")
+
+	lat := []metric[c]{
+		{"handoff mean", func(x c) float64 { return x.HandoffMean }, durNS, false},
+		{"handoff p99", func(x c) float64 { return x.HandoffP99 }, durNS, false},
+		{"wait p50", func(x c) float64 { return x.WaitP50 }, durNS, false},
+		{"wait p99", func(x c) float64 { return x.WaitP99 }, durNS, false},
+		{"wait max", func(x c) float64 { return x.WaitMax }, durNS, false},
+	}
+	w("| Library |")
+	for _, m := range lat {
+		w(" %s |", m.head)
+	}
+	w(" handoff mean in RTTs |\n|---|")
+	for range lat {
+		w("---:|")
+	}
+	w("---:|\n")
+	for _, r := range rows {
+		w("| %s |", rowName(r.Lib))
+		for _, m := range lat {
+			if r.N == 0 {
+				w(" – |")
+				continue
+			}
+			w(" %s |", m.format(m.get(r)))
+		}
+		rtts := "–"
+		if r.N > 0 && !math.IsNaN(rtt) && rtt > 0 && r.HandoffMean > 0 {
+			rtts = fmt.Sprintf("%.1f", r.HandoffMean/rtt)
+		}
+		w(" %s |\n", rtts)
+	}
+	w("\n")
+	errorsOf(b, rows, func(r c) (string, []string) { return r.Lib.Name, r.Errors })
+	for _, r := range rows {
+		if r.GiveUps > 0 && r.FirstErr != "" {
+			w("- %s gave up %d time(s); first error: `%s`\n", r.Lib.Name, r.GiveUps, r.FirstErr)
+		}
+	}
+	if slices.ContainsFunc(rows, func(r c) bool { return r.GiveUps > 0 && r.FirstErr != "" }) {
+		w("\n")
+	}
+
+	all := append([]metric[c]{
+		{"acquisitions/s", func(x c) float64 { return x.AcqPerSec }, num(0), true},
+		{"handoffs/s", func(x c) float64 { return x.HandoffsPerSec }, num(0), true},
+	}, lat...)
+	all = append(all, metric[c]{"server cmds/acq", func(x c) float64 { return x.CmdsPerAcq }, num(1), false})
+	w("Ratios to **the best peer** for each figure (lowest, or highest for the rates):\n\n| Library |")
+	for _, m := range all {
+		w(" %s |", m.head)
+	}
+	w("\n|---|")
+	for range all {
+		w("---:|")
+	}
+	w("\n")
+	for _, r := range rows {
+		if r.N == 0 {
+			continue
+		}
+		w("| %s |", rowName(r.Lib))
+		for _, m := range all {
+			w(" %s |", ratio(m.get(r), best(rows, kind, ok, m)))
+		}
+		w("\n")
+	}
+	w("\n")
+}
+
+// breakdown lists commands per operation, most frequent first.
+func breakdown(cmds map[string]float64) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var s []kv
+	for k, v := range cmds {
+		if v >= 0.005 {
+			s = append(s, kv{k, v})
+		}
+	}
+	if len(s) == 0 {
+		return "–"
+	}
+	slices.SortFunc(s, func(a, b kv) int {
+		if a.v != b.v {
+			if a.v > b.v {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.k, b.k)
+	})
+	parts := make([]string, len(s))
+	for i, e := range s {
+		parts[i] = fmt.Sprintf("%s %s", e.k, trimNum(e.v))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func trimNum(v float64) string {
+	s := fmt.Sprintf("%.2f", v)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
