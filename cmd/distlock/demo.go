@@ -136,13 +136,13 @@ func (c *cli) demoCmd(ctx context.Context, args []string) int {
 
 	names := doctorNames[:o.doctors]
 	w := c.stdout
-	fmt.Fprintf(w, "The rule: every night at least one doctor stays on call.\n")
-	fmt.Fprintf(w, "Each round, %s are on call. Each doctor, a separate process, checks\n", joinNames(names))
-	fmt.Fprintf(w, "whether another doctor is still on call and, if so, goes home %v later.\n", o.pause)
-	fmt.Fprintf(w, "With distlock, each doctor checks and leaves while holding one lock\n(backend %s).\n\n", redactURL(o.url))
+	fmt.Fprintf(w, "%s\n\n", wrap(fmt.Sprintf("The rule: every night at least one doctor stays on call. "+
+		"Each round, %s are on call. Each doctor, a process of its own, checks whether another doctor "+
+		"is still on call and, if so, goes home %v later. With distlock, each doctor checks and leaves "+
+		"while holding one lock (backend %s).", joinNames(names), o.pause, redactURL(o.url)), 76))
 
 	// Both columns are as wide as the widest possible cell.
-	width := len(cell(roundResult{onCall: names}))
+	width := max(len(cell(roundResult{onCall: names})), len(cell(roundResult{})))
 	fmt.Fprintf(w, "%-5s  %-*s  %s\n", "round", width, "without a lock", "with distlock")
 	run := randomID()
 	var brokenWithout, brokenWith int
@@ -192,7 +192,16 @@ func (c *cli) checkDemoURL(ctx context.Context, raw string) int {
 	if client == nil {
 		return code
 	}
-	client.Close()
+	defer client.Close()
+	// One lock taken and released tells, before the story starts, that
+	// the backend is there.
+	pctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	l, err := client.Mutex("distlock-demo:probe:"+randomID(), distlock.WithTTL(demoTTL)).TryLock(pctx)
+	if err != nil {
+		return c.fail(exitUnavailable, "demo", "backend unavailable: %s", errText(err))
+	}
+	_ = l.Unlock(pctx)
 	return exitOK
 }
 
@@ -202,6 +211,26 @@ func cell(r roundResult) string {
 		return "on call: nobody  RULE BROKEN"
 	}
 	return "on call: " + strings.Join(r.onCall, ", ") + "  ok"
+}
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		if i > 0 {
+			if n+1+len(word) > width {
+				b.WriteByte('\n')
+				n = 0
+			} else {
+				b.WriteByte(' ')
+				n++
+			}
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
 }
 
 func joinNames(names []string) string {
@@ -371,6 +400,8 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 	case pause < 0:
 		return c.usageError(doctorCommand, "--pause %v is negative", pause)
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, roundTimeout, errors.New("no lock within the round's time"))
+	defer cancel()
 	var m *distlock.Mutex
 	if rawURL != "" {
 		client, code := c.open(ctx, doctorCommand, rawURL)
@@ -378,7 +409,13 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 			return code
 		}
 		defer client.Close()
-		m = client.Mutex(key, distlock.WithTTL(demoTTL))
+		// A doctor gives up at the first backend error instead of
+		// retrying it for the whole round.
+		var giveUp context.CancelCauseFunc
+		ctx, giveUp = context.WithCancelCause(ctx)
+		defer giveUp(nil)
+		obs := &observed{Backend: client.Backend(), onError: giveUp}
+		m = distlock.New(obs).Mutex(key, distlock.WithTTL(demoTTL))
 	}
 
 	fmt.Fprintln(c.stdout, "ready")
@@ -388,11 +425,9 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 
 	var lock *distlock.Lock
 	if m != nil {
-		lctx, cancel := context.WithTimeout(ctx, roundTimeout)
-		l, err := m.Lock(lctx)
-		cancel()
+		l, err := m.Lock(ctx)
 		if err != nil {
-			return c.fail(exitUnavailable, doctorCommand, "%s", errText(err))
+			return c.fail(exitUnavailable, doctorCommand, "lock not obtained: %v", context.Cause(ctx))
 		}
 		lock = l
 	}
