@@ -37,6 +37,7 @@ type config struct {
 	reps     int
 	warmup   int
 	ops      int
+	slices   int
 	duration time.Duration
 	workers  int
 	hold     time.Duration
@@ -53,6 +54,7 @@ func main() {
 	flag.BoolVar(&cfg.quick, "quick", false, "smoke run: few operations, short contention; figures are not meaningful")
 	flag.IntVar(&cfg.reps, "reps", 0, "repetitions, libraries interleaved in each (default 5; 3 with -quick)")
 	flag.IntVar(&cfg.ops, "ops", 0, "measured acquire+release pairs per library per repetition in A and B (default 3000; 200 with -quick)")
+	flag.IntVar(&cfg.slices, "slices", 0, "A and B: the measured pairs are split in this many slices, libraries taking turns slice by slice (default 10; 4 with -quick)")
 	flag.IntVar(&cfg.warmup, "warmup", 0, "unmeasured pairs before each A and B measurement (default 200; 20 with -quick)")
 	flag.DurationVar(&cfg.duration, "duration", 0, "length of each contended run (default 3s; 300ms with -quick)")
 	flag.IntVar(&cfg.workers, "workers", 8, "contending workers in C, each with its own client")
@@ -83,6 +85,7 @@ func (c *config) defaults() error {
 	pick(&c.reps, 5, 3)
 	pick(&c.ops, 3000, 200)
 	pick(&c.warmup, 200, 20)
+	pick(&c.slices, 10, 4)
 	if c.duration == 0 {
 		c.duration = 3 * time.Second
 		if c.quick {
@@ -93,8 +96,8 @@ func (c *config) defaults() error {
 		c.chart = filepath.Join(filepath.Dir(c.out), "bench", "handoff.svg")
 	}
 	switch {
-	case c.reps < 1, c.ops < 1, c.warmup < 0, c.workers < 2, c.duration <= 0, c.ttl <= 0, c.hold < 0:
-		return errors.New("-reps, -ops and -duration must be positive, -workers at least 2, -warmup and -hold not negative")
+	case c.reps < 1, c.ops < 1, c.slices < 1, c.warmup < 0, c.workers < 2, c.duration <= 0, c.ttl <= 0, c.hold < 0:
+		return errors.New("-reps, -ops, -slices and -duration must be positive, -workers at least 2, -warmup and -hold not negative")
 	}
 	if c.only != "" {
 		if _, err := regexp.Compile(c.only); err != nil {

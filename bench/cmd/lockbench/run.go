@@ -31,7 +31,7 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 	res := &report.Results{
 		Env: environment(bin),
 		Settings: report.Settings{
-			Quick: cfg.quick, Reps: cfg.reps, Warmup: cfg.warmup, Ops: cfg.ops,
+			Quick: cfg.quick, Reps: cfg.reps, Warmup: cfg.warmup, Ops: cfg.ops, Slices: cfg.slices,
 			Duration: cfg.duration, Workers: cfg.workers, Hold: cfg.hold, TTL: cfg.ttl,
 		},
 	}
@@ -78,30 +78,10 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 		// Every repetition runs every library, in an order rotated by
 		// one each time, so that drift of the machine (other load, thermal
 		// state, the server's memory) does not favour a fixed position.
-		uncontended := func(scen string, libs []locker.Library, rows []report.UncontendedRow, addrs []string, obs *scenario.Observer) error {
-			for _, i := range rotation(len(libs), rep) {
-				l := libs[i]
-				r, err := scenario.RunUncontended(ctx, l, addrs, obs, scenario.UncontendedConfig{
-					Key: key(scen, l.Name, rep), Warmup: cfg.warmup, Ops: cfg.ops, TTL: cfg.ttl,
-				})
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if err != nil {
-					rows[i].Errors = append(rows[i].Errors, err.Error())
-					fmt.Fprintf(log, "  %d/%d %s %-34s error: %v\n", rep+1, cfg.reps, scen, l.Name, err)
-					continue
-				}
-				rows[i].Runs = append(rows[i].Runs, r)
-				fmt.Fprintf(log, "  %d/%d %s %-34s p50 %-9s p99 %-9s %5.1f allocs/op %4.1f cmds/op\n",
-					rep+1, cfg.reps, scen, l.Name, report.Dur(r.P50), report.Dur(r.P99), r.AllocsPerOp, scenario.Total(r.Cmds))
-			}
-			return nil
-		}
-		if err := uncontended("A", single, res.Single, one, obsOne); err != nil {
+		if err := runUncontended(ctx, cfg, rep, "A", single, res.Single, one, obsOne, log); err != nil {
 			return err
 		}
-		if err := uncontended("B", redlock, res.Redlock, five, obsFive); err != nil {
+		if err := runUncontended(ctx, cfg, rep, "B", redlock, res.Redlock, five, obsFive, log); err != nil {
 			return err
 		}
 		for _, i := range rotation(len(contended), rep) {
@@ -151,6 +131,74 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 	}
 	fmt.Fprintf(log, "lockbench: done in %v\n", res.Elapsed.Round(time.Second))
 	return nil
+}
+
+// runUncontended runs one repetition of scenario A or B: every library is
+// connected and warmed up, then the measured operations are run in slices,
+// the libraries taking turns slice by slice.
+func runUncontended(ctx context.Context, cfg config, rep int, scen string, libs []locker.Library, rows []report.UncontendedRow, addrs []string, obs *scenario.Observer, log io.Writer) error {
+	runs := make([]*scenario.UncontendedRun, len(libs))
+	defer func() {
+		for _, r := range runs {
+			if r != nil {
+				r.Close()
+			}
+		}
+	}()
+	fail := func(i int, err error) {
+		rows[i].Errors = append(rows[i].Errors, err.Error())
+		fmt.Fprintf(log, "  %d/%d %s %-34s error: %v\n", rep+1, cfg.reps, scen, libs[i].Name, err)
+		if runs[i] != nil {
+			runs[i].Close()
+			runs[i] = nil
+		}
+	}
+	for _, i := range rotation(len(libs), rep) {
+		r, err := scenario.StartUncontended(ctx, libs[i], addrs, obs, scenario.UncontendedConfig{
+			Key: key(scen, libs[i].Name, rep), Warmup: cfg.warmup, TTL: cfg.ttl,
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		runs[i] = r
+	}
+	slices := min(cfg.slices, cfg.ops)
+	for s := range slices {
+		n := cfg.ops/slices + btoi(s < cfg.ops%slices)
+		for _, i := range rotation(len(libs), rep+s) {
+			if runs[i] == nil {
+				continue
+			}
+			err := runs[i].Slice(ctx, n)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				fail(i, err)
+			}
+		}
+	}
+	for i, r := range runs {
+		if r == nil {
+			continue
+		}
+		u := r.Result()
+		rows[i].Runs = append(rows[i].Runs, u)
+		fmt.Fprintf(log, "  %d/%d %s %-34s p50 %-9s p99 %-9s %5.1f allocs/op %4.1f cmds/op\n",
+			rep+1, cfg.reps, scen, libs[i].Name, report.Dur(u.P50), report.Dur(u.P99), u.AllocsPerOp, scenario.Total(u.Cmds))
+	}
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // libraries returns the contenders of scenarios A, B and C.

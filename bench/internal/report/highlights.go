@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/distlock-go/distlock/bench/internal/locker"
 )
@@ -26,32 +27,66 @@ func highlights(b *bytes.Buffer, single, redlock []uncontendedSummary, contended
 				line += fmt.Sprintf(", %s the floor's %s", times(r.P50, floor.P50), durNS(floor.P50))
 			}
 			if r.Lib.Kind == locker.Ours && peer != nil {
-				line += fmt.Sprintf(" and %s the best peer's (%s, %s); %.1f allocations per operation against %.1f", times(r.P50, peer.P50),
-					peer.Lib.Name, durNS(peer.P50), r.AllocsPerOp, peer.AllocsPerOp)
+				line += fmt.Sprintf(" and %s the best peer's (%s, %s)", times(r.P50, peer.P50), peer.Lib.Name, durNS(peer.P50))
+				if a := fewestAllocs(sc.rows); a != nil {
+					line += fmt.Sprintf("; %.1f allocations per operation, %s the fewest of a peer (%s, %.1f)",
+						r.AllocsPerOp, times(r.AllocsPerOp, a.AllocsPerOp), a.Lib.Name, a.AllocsPerOp)
+				}
 			} else if r.Lib.Kind == locker.Peer {
 				line += " (the fastest peer)"
 			}
 			lines = append(lines, line+".")
 		}
 	}
-	var bestWait *contendedSummary
-	for i, r := range contended {
-		if r.N > 0 && r.Lib.Kind == locker.Peer && (bestWait == nil || r.WaitP99 < bestWait.WaitP99) {
-			bestWait = &contended[i]
+	lowest := func(get func(contendedSummary) float64) *contendedSummary {
+		var b *contendedSummary
+		for i, r := range contended {
+			if r.N > 0 && r.Lib.Kind == locker.Peer && (b == nil || get(r) < get(*b)) {
+				b = &contended[i]
+			}
 		}
+		return b
 	}
+	type fig struct {
+		name string
+		get  func(contendedSummary) float64
+	}
+	figs := []fig{
+		{"handoff mean", func(c contendedSummary) float64 { return c.HandoffMean }},
+		{"wait p99", func(c contendedSummary) float64 { return c.WaitP99 }},
+		{"wait p99 of handoffs", func(c contendedSummary) float64 { return c.HandedWaitP99 }},
+		{"wait max", func(c contendedSummary) float64 { return c.WaitMax }},
+	}
+	ours := false
 	for _, r := range contended {
-		if r.N == 0 || (r.Lib.Kind != locker.Ours && r.Lib.Name != nameOf(bestWait)) {
+		if r.N == 0 || r.Lib.Kind != locker.Ours {
 			continue
 		}
-		line := fmt.Sprintf("Contended: %s hands the lock over in %s on average, with a wait p99 of %s", bold(r.Lib), durNS(r.HandoffMean), durNS(r.WaitP99))
-		if r.Lib.Kind == locker.Ours && bestWait != nil {
-			line += fmt.Sprintf(" (%s the best peer's, %s: %s)", times(r.WaitP99, bestWait.WaitP99), bestWait.Lib.Name, durNS(bestWait.WaitP99))
-		} else {
-			line += " (the lowest wait p99 among the peers)"
+		ours = true
+		line := fmt.Sprintf("Contended: %s", bold(r.Lib))
+		for i, f := range figs {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			line += fmt.Sprintf("%s %s %s", sep, f.name, durNS(f.get(r)))
+			if p := lowest(f.get); p != nil {
+				line += fmt.Sprintf(" (%s the best peer's, %s)", times(f.get(r), f.get(*p)), p.Lib.Name)
+			}
 		}
-		line += fmt.Sprintf("; %d give-ups", r.GiveUps)
+		line += fmt.Sprintf("; %.0f%% re-acquired by the last holder, %d give-ups", 100*r.Reacquired, r.GiveUps)
 		lines = append(lines, line+".")
+	}
+	if !ours {
+		var parts []string
+		for _, f := range figs {
+			if p := lowest(f.get); p != nil {
+				parts = append(parts, fmt.Sprintf("lowest %s: %s (%s)", f.name, p.Lib.Name, durNS(f.get(*p))))
+			}
+		}
+		if len(parts) > 0 {
+			lines = append(lines, "Contended, among the peers: "+strings.Join(parts, "; ")+".")
+		}
 	}
 	for _, r := range contended {
 		if r.Overlaps > 0 || r.LostUpdates > 0 {
@@ -84,11 +119,14 @@ func uncontendedRefs(rows []uncontendedSummary) (floor, peer *uncontendedSummary
 	return floor, peer
 }
 
-func nameOf(c *contendedSummary) string {
-	if c == nil {
-		return ""
+func fewestAllocs(rows []uncontendedSummary) *uncontendedSummary {
+	var a *uncontendedSummary
+	for i, r := range rows {
+		if r.N > 0 && r.Lib.Kind == locker.Peer && (a == nil || r.AllocsPerOp < a.AllocsPerOp) {
+			a = &rows[i]
+		}
 	}
-	return c.Lib.Name
+	return a
 }
 
 func bold(l Lib) string { return "**" + l.Name + "**" }

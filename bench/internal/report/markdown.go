@@ -57,8 +57,8 @@ func Markdown(res *Results, chart string) []byte {
 		w("| %s | %s |\n", m.Path, m.Version)
 	}
 	w("| Command | `%s` |\n", res.Env.Command)
-	w("| Run | %d repetitions; A and B: %d measured acquire+release pairs per library after %d unmeasured; C: %d workers for %v per library, hold %v; lease TTL %v for every library; total %v |\n\n",
-		s.Reps, s.Ops, s.Warmup, s.Workers, s.Duration, s.Hold, s.TTL, res.Elapsed.Round(time.Second))
+	w("| Run | %d repetitions; A and B: %d measured acquire+release pairs per library (in %d slices) after %d unmeasured; C: %d workers for %v per library, hold %v; lease TTL %v for every library; total %v |\n\n",
+		s.Reps, s.Ops, s.Slices, s.Warmup, s.Workers, s.Duration, s.Hold, s.TTL, res.Elapsed.Round(time.Second))
 	w("The client and the servers share the machine's CPUs; on a small or busy machine, part of every latency is waiting ")
 	w("for a CPU. Compare rows within this file, not with figures from another machine.\n\n")
 
@@ -81,6 +81,8 @@ func Markdown(res *Results, chart string) []byte {
 	w("started its release call to the moment the next holder's acquire returned.\n")
 	w("- **wait**: from the moment a worker wants the lock, through any give-ups and retries, until it holds it. A wait still ")
 	w("running when the time is up counts with the time waited so far, so a starved worker shows up.\n")
+	w("- **wait p99 of handoffs**: the same, over the acquisitions that were handoffs only, leaving out a barging worker's quick ")
+	w("re-acquisitions, which can make up most of the samples.\n")
 	w("- **re-acquired**: share of acquisitions won by the worker that held the lock last (barging).\n")
 	w("- **give-ups**: acquire calls that returned an error while the run was still going; the worker then asks again. ")
 	w("Total over all repetitions.\n")
@@ -129,6 +131,12 @@ func Markdown(res *Results, chart string) []byte {
 	w("learns of a release only at its next poll and competes with the releasing worker, which asks again at once; a ")
 	w("notified waiter is told within about a round trip. Polling faster shortens the wait but costs server commands while ")
 	w("the key is held, and a retry budget that runs out turns waiting into a give-up that the caller has to handle.\n\n")
+	w("Fairness moves the wait figures in opposite directions. When the lock goes round the %d workers in turn, a worker ", s.Workers)
+	w("waits for about %d handoffs every time, so its median wait is several handoffs long but its worst wait stays short. ", s.Workers-1)
+	w("When the releasing worker can take the lock straight back, most acquisitions are such immediate re-acquisitions, ")
+	w("which makes the median and even the p99 over all acquisitions small while the other workers wait for their next poll, ")
+	w("sometimes for a long time: compare the re-acquired share, the per-worker spread, the wait max and the wait p99 of ")
+	w("handoffs before reading the plain wait percentiles.\n\n")
 
 	w("## Method\n\n")
 	w("- `bench/cmd/lockbench` starts one redis-server for A and C and five for B, each on a free loopback port in a temporary ")
@@ -138,12 +146,16 @@ func Markdown(res *Results, chart string) []byte {
 	w("its own clients; the adapters build the library's per-lock object (redsync's Mutex, distlock's Mutex) for every ")
 	w("acquisition, as code that locks a different key each time would.\n")
 	w("- Latencies are per operation, on the monotonic clock (`time.Now`/`time.Since`). ops/s is measured operations over the ")
-	w("loop's wall time.\n")
+	w("time spent in the measured loops.\n")
+	w("- In A and B every library of a repetition is connected and warmed up first; then the measured operations run in %d ", s.Slices)
+	w("slices, the libraries taking turns slice by slice, so that a machine whose speed changes from one second to the next ")
+	w("(other load, frequency scaling) slows every library alike rather than whichever ran at that moment. C runs each ")
+	w("library's %v in one piece.\n", s.Duration)
 	w("- Allocations are the difference of `runtime.MemStats` (Mallocs, TotalAlloc) around the measured loop, divided by ")
 	w("the operations. The loop is a single goroutine, but the count includes what the library's own goroutines allocate ")
 	w("meanwhile (connection readers, lease watchdogs), which is part of what it costs. It is the same measure ")
 	w("`testing.B.ReportAllocs` uses; a plain loop lets the same run also record latencies and server commands.\n")
-	w("- Each repetition runs every library once per scenario, in an order rotated by one each repetition. Every figure in ")
+	w("- Each repetition runs every library in every scenario, in an order rotated by one each repetition. Every figure in ")
 	w("the tables is the median over the repetitions that succeeded; an error in a repetition is reported, never hidden.\n")
 	w("- Lease lengths are long (%v) compared with any hold, so no library renews during a hold: the libraries that renew ", s.TTL)
 	w("automatically (distlock, rueidislock) keep that on, as users get it, and pay only for arming it.\n\n")
@@ -371,6 +383,7 @@ func contendedTables(b *bytes.Buffer, rows []contendedSummary, rtt float64) {
 		{"wait p50", func(x c) float64 { return x.WaitP50 }, durNS, false},
 		{"wait p99", func(x c) float64 { return x.WaitP99 }, durNS, false},
 		{"wait max", func(x c) float64 { return x.WaitMax }, durNS, false},
+		{"wait p99 of handoffs", func(x c) float64 { return x.HandedWaitP99 }, durNS, false},
 	}
 	w("| Library |")
 	for _, m := range lat {

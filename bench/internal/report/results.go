@@ -45,6 +45,7 @@ type Settings struct {
 	Reps     int
 	Warmup   int
 	Ops      int
+	Slices   int
 	Duration time.Duration
 	Workers  int
 	Hold     time.Duration

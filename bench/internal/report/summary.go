@@ -86,6 +86,7 @@ type contendedSummary struct {
 	AcqPerSec, HandoffsPerSec float64
 	HandoffMean, HandoffP99   float64
 	WaitP50, WaitP99, WaitMax float64
+	HandedWaitP99             float64
 	Reacquired                float64
 	PerWorkerMin              float64
 	PerWorkerMax              float64
@@ -109,6 +110,7 @@ func summarizeContended(row ContendedRow) contendedSummary {
 		WaitP50:        medianOf(r, func(x c) float64 { return float64(x.WaitP50) }),
 		WaitP99:        medianOf(r, func(x c) float64 { return float64(x.WaitP99) }),
 		WaitMax:        medianOf(r, func(x c) float64 { return float64(x.WaitMax) }),
+		HandedWaitP99:  medianOf(r, func(x c) float64 { return float64(x.HandedWaitP99) }),
 		Reacquired:     medianOf(r, func(x c) float64 { return x.Reacquired }),
 		PerWorkerMin:   medianOf(r, func(x c) float64 { return float64(x.PerWorkerMin) }),
 		PerWorkerMax:   medianOf(r, func(x c) float64 { return float64(x.PerWorkerMax) }),

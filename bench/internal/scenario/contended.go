@@ -34,6 +34,10 @@ type Contended struct {
 	// and retries) until its acquire returns. A wait still running when the
 	// run ends counts with the time waited so far, so starvation shows.
 	WaitP50, WaitP99, WaitMax time.Duration
+	// HandedWaitP99 is the wait p99 of the acquisitions that were
+	// handoffs: the wait of a worker that had to let others go first,
+	// without the quick re-acquisitions of a worker that barges.
+	HandedWaitP99 time.Duration
 	// Reacquired is the share of acquisitions (after the first) won by the
 	// worker that held the lock last.
 	Reacquired float64
@@ -68,6 +72,7 @@ type workerStats struct {
 	acquisitions int
 	handoffs     []time.Duration
 	waits        []time.Duration
+	handedWaits  []time.Duration
 	reacquired   int
 	giveUps      int
 	firstErr     error
@@ -132,13 +137,14 @@ func RunContended(ctx context.Context, lib locker.Library, addrs []string, obs *
 		return res, err
 	}
 
-	var handoffs, waits []time.Duration
+	var handoffs, waits, handed []time.Duration
 	reacq := 0
 	res.PerWorkerMin = -1
 	for _, s := range stats {
 		res.Acquisitions += s.acquisitions
 		handoffs = append(handoffs, s.handoffs...)
 		waits = append(waits, s.waits...)
+		handed = append(handed, s.handedWaits...)
 		reacq += s.reacquired
 		res.GiveUps += s.giveUps
 		if res.PerWorkerMin < 0 || s.acquisitions < res.PerWorkerMin {
@@ -159,6 +165,7 @@ func RunContended(ctx context.Context, lib locker.Library, addrs []string, obs *
 	if len(ws) > 0 {
 		res.WaitMax = ws[len(ws)-1]
 	}
+	res.HandedWaitP99 = percentile(sorted(handed), 99)
 	if res.Acquisitions > 1 {
 		res.Reacquired = float64(reacq) / float64(res.Acquisitions-1)
 	}
@@ -209,6 +216,7 @@ func work(ctx context.Context, begin <-chan struct{}, sh *shared, me int32, lk l
 			st.reacquired++
 		case prev != 0:
 			st.handoffs = append(st.handoffs, got.Sub(sh.base)-time.Duration(sh.releaseAt.Load()))
+			st.handedWaits = append(st.handedWaits, got.Sub(want))
 		}
 		sh.holder.Store(me)
 		sh.inside.Add(-1)
