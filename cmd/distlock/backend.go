@@ -53,7 +53,12 @@ func checkURL(rawURL string) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("unknown backend URL scheme %q (this build knows: %s)", u.Scheme, strings.Join(distlock.Schemes(), ", "))
+	hint := ""
+	if u.Opaque != "" && strings.Trim(u.Opaque, "0123456789") == "" {
+		// "localhost:6379" parses as scheme "localhost".
+		hint = fmt.Sprintf("; did you mean redis://%s?", rawURL)
+	}
+	return fmt.Sprintf("unknown backend URL scheme %q (this build knows: %s)%s", u.Scheme, strings.Join(distlock.Schemes(), ", "), hint)
 }
 
 // open opens the backend named by rawURL for command cmd. On failure it

@@ -170,12 +170,7 @@ func (s signalled) Error() string { return "interrupted by " + signalName(s.sig)
 // acquire takes o.key, waiting as --wait says. It returns the lock, or nil
 // and the exit status after printing why.
 func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOptions, sigs <-chan os.Signal) (*distlock.Lock, int) {
-	obs := &observed{
-		Backend: client.Backend(),
-		onError: func(err error) {
-			fmt.Fprintf(c.stderr, "distlock run: backend error while waiting for %q, retrying: %v\n", o.key, err)
-		},
-	}
+	obs := &observed{Backend: client.Backend()}
 	m := distlock.New(obs).Mutex(o.key,
 		distlock.WithTTL(o.ttl),
 		distlock.WithMetadata(map[string]string{"cmd": filepath.Base(o.argv[0])}),
@@ -197,6 +192,11 @@ func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOption
 	// cannot be reached instead of retrying it for the whole wait.
 	l, err := m.TryLock(actx)
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
+		// Lock retries backend errors until the wait ends; say so once
+		// per outage rather than stay silent, maybe forever.
+		obs.onError = func(err error) {
+			fmt.Fprintf(c.stderr, "distlock run: backend error while waiting for %q, retrying: %v\n", o.key, err)
+		}
 		wctx, wcancel := actx, context.CancelFunc(func() {})
 		if !o.wait.forever {
 			wctx, wcancel = context.WithTimeout(actx, o.wait.d)
@@ -255,6 +255,7 @@ func (c *cli) unlock(ctx context.Context, l *distlock.Lock, key string) (lost bo
 
 // supervise runs CMD under l and returns run's exit status.
 func (c *cli) supervise(ctx context.Context, l *distlock.Lock, o *runOptions, path string, sigs <-chan os.Signal) int {
+	name := filepath.Base(o.argv[0]) // for messages
 	cmd := &exec.Cmd{
 		Path:   path,
 		Args:   o.argv,
@@ -273,7 +274,7 @@ func (c *cli) supervise(ctx context.Context, l *distlock.Lock, o *runOptions, pa
 		if errors.Is(err, fs.ErrNotExist) {
 			code = exitNotFound
 		}
-		return c.fail(code, "run", "cannot start %s: %v", o.argv[0], err)
+		return c.fail(code, "run", "cannot start %s: %v", name, err)
 	}
 
 	var (
@@ -294,14 +295,14 @@ wait:
 		case <-leaseDone:
 			leaseDone, lost = nil, true
 			fmt.Fprintf(c.stderr, "distlock run: lost the lock on %q while %s was running (%s): sending SIGTERM, SIGKILL in %v\n",
-				o.key, o.argv[0], errText(l.Err()), o.grace)
+				o.key, name, errText(l.Err()), o.grace)
 			signalChild(cmd.Process, sigTerm)
 			t := time.NewTimer(o.grace)
 			defer t.Stop()
 			kill = t.C
 		case <-kill:
 			kill = nil
-			fmt.Fprintf(c.stderr, "distlock run: %s still running %v after SIGTERM: sending SIGKILL\n", o.argv[0], o.grace)
+			fmt.Fprintf(c.stderr, "distlock run: %s still running %v after SIGTERM: sending SIGKILL\n", name, o.grace)
 			signalChild(cmd.Process, os.Kill)
 		case waitErr = <-exited:
 			break wait
@@ -311,7 +312,7 @@ wait:
 	status := exitStatus(cmd.ProcessState)
 	if cmd.ProcessState == nil {
 		// Wait failed without reaping; there is no status to pass on.
-		fmt.Fprintf(c.stderr, "distlock run: waiting for %s: %v\n", o.argv[0], waitErr)
+		fmt.Fprintf(c.stderr, "distlock run: waiting for %s: %v\n", name, waitErr)
 		status = exitSoftware
 	}
 	if lost {
@@ -326,7 +327,7 @@ wait:
 	}
 	if lost {
 		return c.fail(exitLeaseLost, "run", "the lease on %q was lost while %s ran (%s); %s exited with status %d; exiting with %d",
-			o.key, o.argv[0], leaseReason(l), o.argv[0], status, exitLeaseLost)
+			o.key, name, leaseReason(l), name, status, exitLeaseLost)
 	}
 	return status
 }
