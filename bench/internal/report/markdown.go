@@ -89,8 +89,11 @@ func Markdown(res *Results, chart string) []byte {
 	w("- **exclusion**: a shared counter is read and written (not atomically) under the lock and every holder checks that no ")
 	w("other is inside; any overlap or lost update, totalled over all repetitions, is a broken lock.\n")
 	if !math.IsNaN(rtt) {
-		w("- **RTTs**: handoff mean divided by the median PING round trip of scenario A (%s).\n", durNS(rtt))
+		w("- **handoff in RTTs**: the handoff mean divided by the idle round trip, the median PING of scenario A (%s).\n", durNS(rtt))
 	}
+	w("- **RTT under load**: the median of PINGs sent every few milliseconds during the run on a separate connection: ")
+	w("a round trip while the workers and the server share the CPUs. It grows with the load the library itself puts on ")
+	w("the server and the machine, so it is context, not a yardstick.\n")
 	w("\n")
 	contendedTables(&b, contended, rtt)
 	if chart != "" && len(contended) > 0 {
@@ -127,7 +130,10 @@ func Markdown(res *Results, chart string) []byte {
 		}
 	}
 	w("\nOn loopback a round trip costs tens of microseconds, so an uncontended figure is mostly round trips, and what a ")
-	w("library adds shows in allocations and CPU time per call. Under contention the waiting strategy dominates: a poller ")
+	w("library adds shows in allocations and CPU time per call, and in hand-offs between goroutines: a call that passes ")
+	w("its work to another goroutine and waits for it (a goroutine per node, a pipeline's writer and reader, a per-lock ")
+	w("watchdog that must be started and then stopped) pays for waking that goroutine, which on an idle machine can cost ")
+	w("as much as the round trip itself. Under contention the waiting strategy dominates: a poller ")
 	w("learns of a release only at its next poll and competes with the releasing worker, which asks again at once; a ")
 	w("notified waiter is told within about a round trip. Polling faster shortens the wait but costs server commands while ")
 	w("the key is held, and a retry budget that runs out turns waiting into a give-up that the caller has to handle.\n\n")
@@ -389,11 +395,11 @@ func contendedTables(b *bytes.Buffer, rows []contendedSummary, rtt float64) {
 	for _, m := range lat {
 		w(" %s |", m.head)
 	}
-	w(" handoff mean in RTTs |\n|---|")
+	w(" RTT under load | handoff in RTTs |\n|---|")
 	for range lat {
 		w("---:|")
 	}
-	w("---:|\n")
+	w("---:|---:|\n")
 	for _, r := range rows {
 		w("| %s |", rowName(r.Lib))
 		for _, m := range lat {
@@ -404,10 +410,10 @@ func contendedTables(b *bytes.Buffer, rows []contendedSummary, rtt float64) {
 			w(" %s |", m.format(m.get(r)))
 		}
 		rtts := "–"
-		if r.N > 0 && !math.IsNaN(rtt) && rtt > 0 && r.HandoffMean > 0 {
+		if r.N > 0 && rtt > 0 {
 			rtts = fmt.Sprintf("%.1f", r.HandoffMean/rtt)
 		}
-		w(" %s |\n", rtts)
+		w(" %s | %s |\n", durNS(r.RTT), rtts)
 	}
 	w("\n")
 	errorsOf(b, rows, func(r c) (string, []string) { return r.Lib.Name, r.Errors })

@@ -87,6 +87,7 @@ type contendedSummary struct {
 	HandoffMean, HandoffP99   float64
 	WaitP50, WaitP99, WaitMax float64
 	HandedWaitP99             float64
+	RTT                       float64 // round trip under the run's load
 	Reacquired                float64
 	PerWorkerMin              float64
 	PerWorkerMax              float64
@@ -111,6 +112,7 @@ func summarizeContended(row ContendedRow) contendedSummary {
 		WaitP99:        medianOf(r, func(x c) float64 { return float64(x.WaitP99) }),
 		WaitMax:        medianOf(r, func(x c) float64 { return float64(x.WaitMax) }),
 		HandedWaitP99:  medianOf(r, func(x c) float64 { return float64(x.HandedWaitP99) }),
+		RTT:            medianOf(r, func(x c) float64 { return float64(x.RTT) }),
 		Reacquired:     medianOf(r, func(x c) float64 { return x.Reacquired }),
 		PerWorkerMin:   medianOf(r, func(x c) float64 { return float64(x.PerWorkerMin) }),
 		PerWorkerMax:   medianOf(r, func(x c) float64 { return float64(x.PerWorkerMax) }),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,6 +30,14 @@ func (o *Observer) Close() {
 	for _, c := range o.clients {
 		c.Close()
 	}
+}
+
+// RTT times one PING to the first server, excluded from no count: callers
+// that ping while measuring subtract their pings themselves.
+func (o *Observer) RTT(ctx context.Context) (time.Duration, error) {
+	t := time.Now()
+	err := o.clients[0].Ping(ctx).Err()
+	return time.Since(t), err
 }
 
 // Counts is calls per command name, summed over the observed servers.

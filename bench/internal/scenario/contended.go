@@ -50,11 +50,19 @@ type Contended struct {
 	// the critical section; LostUpdates is how far a shared counter,
 	// incremented non-atomically under the lock, fell short. Both must be 0.
 	Overlaps, LostUpdates int
-	// Cmds is server commands per acquisition, by name.
+	// RTT is the median of PINGs sent every few milliseconds during the
+	// run on a connection of its own: a round trip under the run's load.
+	RTT time.Duration
+	// Cmds is server commands per acquisition, by name (the PINGs that
+	// measured RTT left out).
 	Cmds map[string]float64
 	// FirstErr is the first give-up error, for the report.
 	FirstErr string
 }
+
+// pingEvery spaces the PINGs that measure the round trip during a run:
+// a few hundred a second, next to thousands of lock commands.
+const pingEvery = 5 * time.Millisecond
 
 // shared is the state the holders pass along under the lock. Everything is
 // atomic because the race detector cannot see the ordering a distributed
@@ -122,6 +130,23 @@ func RunContended(ctx context.Context, lib locker.Library, addrs []string, obs *
 	}
 	// The run is ended by cancellation, not a deadline: some libraries
 	// shorten the lease to the context's deadline.
+	var rtts []time.Duration
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		tick := time.NewTicker(pingEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+				if d, err := obs.RTT(runCtx); err == nil {
+					rtts = append(rtts, d)
+				}
+			}
+		}
+	}()
 	sh.base = time.Now()
 	timer := time.AfterFunc(cfg.Duration, stop)
 	defer timer.Stop()
@@ -129,6 +154,7 @@ func RunContended(ctx context.Context, lib locker.Library, addrs []string, obs *
 	<-runCtx.Done()
 	elapsed := time.Since(sh.base)
 	wg.Wait()
+	<-pinged
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
@@ -171,6 +197,10 @@ func RunContended(ctx context.Context, lib locker.Library, addrs []string, obs *
 	}
 	res.Overlaps = int(sh.overlaps.Load())
 	res.LostUpdates = res.Acquisitions - int(sh.counter.Load())
+	// The PINGs that timed the round trip are not the library's. (One
+	// cancelled at the end may still have reached the server: negligible.)
+	after["ping"] -= int64(len(rtts))
+	res.RTT = percentile(sorted(rtts), 50)
 	res.Cmds = Per(before, after, res.Acquisitions)
 	if res.Acquisitions == 0 {
 		return res, fmt.Errorf("%s: no acquisition in %v (first error: %s)", lib.Name, cfg.Duration, res.FirstErr)
