@@ -1,0 +1,127 @@
+// Package redlock is the distlock backend for N independent Redis masters:
+// the Redlock algorithm, with fencing tokens that keep increasing when the
+// quorum changes between holders.
+//
+//	var clients []redis.UniversalClient
+//	for _, addr := range []string{"r1:6379", "r2:6379", "r3:6379", "r4:6379", "r5:6379"} {
+//		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+//	}
+//	c := distlock.New(redlock.New(clients))
+//	l, err := c.Mutex("orders:42").Lock(ctx)
+//
+// or distlock.Open(ctx, "redlock://r1:6379,r2:6379,r3:6379,r4:6379,r5:6379").
+//
+// The masters must be independent: no replication between them, no shared
+// host or disk. Each runs the same one-round-trip scripts as package
+// redislock, so a node is exactly a redislock deployment.
+//
+// # The algorithm
+//
+// Acquire sends the acquire script to every master at once, each with a
+// per-node timeout (see [DefaultNodeTimeout]). It succeeds if a quorum,
+// N/2+1, granted the lock and the lease is still valid:
+//
+//	validity = TTL - elapsed - drift,   drift = TTL/100 + 2ms (see WithDrift)
+//
+// where elapsed is measured on the client's monotonic clock from the start
+// of the attempt. The lease then ends locally at start + TTL - drift: Lock's
+// Done closes there unless a renewal moved it. Acquire stops waiting as soon
+// as the replies so far rule a quorum out. On failure it releases the lock
+// on every node that granted it, failed or did not answer (a lost reply may
+// hide a grant), and reports the lock not obtained when the refusals alone
+// ruled the quorum out (distlock then waits and retries with jitter), or a
+// [*QuorumError] naming each failed node when failures decided it.
+//
+// Refresh extends the lease on every master and needs a quorum, with the
+// validity computed as for Acquire; nodes that lost the key meanwhile get it
+// back. Release deletes it on every master. Waiters subscribe on every
+// master and wake when any of them publishes a release.
+//
+// # Timing assumptions
+//
+// Mutual exclusion holds if, over one lease, the clocks of the client and of
+// the masters advance at rates that differ by less than the drift allowance,
+// and if a master does not forget a lock it granted before that lock expires
+// (see restarts below). Network delays and the client's own pauses are
+// allowed: they come off the validity, and a lease whose validity ran out is
+// over whether or not its holder noticed.
+//
+// # Fencing tokens
+//
+// Each master keeps a counter per key and gives a fresh grant its next
+// value. Per-node counters alone do not order holders, since two holders'
+// quorums may share a single node. The token of a holding is therefore the
+// largest token among the nodes that granted it, and when those nodes
+// disagree it is first written back (the seed script: raise the counter to
+// at least t) to every node, and a quorum of the granting nodes must confirm
+// before Acquire returns. When they agree — counters in sync, the usual case —
+// no second round trip is needed.
+//
+// Claim: if holding A got token a, every holding B that comes after it, in
+// the sense that on each node B's lock key was created after A's was gone,
+// gets a token b > a.
+//
+// Proof. Let Q be the granting nodes that returned a (no seed) or confirmed
+// its seed. |Q| >= N/2+1, and on each node of Q the counter reached a while
+// A's lock key was on that node: by the increment that created the key, or
+// by a seed confirmed before Acquire returned, within A's lease. A node
+// issues a token only when it creates a lock key, and only where there is
+// none; counters never decrease. So on a node of Q every key created after
+// A's is gone gets a token above a. B was granted by a quorum P, and any two
+// quorums intersect: take j in P and Q. B's key on j was created after A's
+// was gone, so its token exceeds a, and b, the largest of B's tokens, does
+// too. ∎ (A node outside Q that got the seed cannot vouch for a: a key of a
+// later holder may already have been on it, with an older token. That is
+// why only granting nodes count.)
+//
+// The proof needs counters that never go backwards. A master loses them
+// when it restarts without its data, when it is flushed, when the counter
+// is evicted (use noeviction or a volatile-* maxmemory policy: the counter
+// has no TTL), or when a lagging replica is promoted in its place. Run every
+// master with appendonly yes and appendfsync always, and tokens are
+// guaranteed. Delaying a restart beyond the longest TTL does not bring
+// counters back: it keeps mutual exclusion (below), and tokens then stay
+// increasing only while the next quorum includes a node that kept its
+// counter. Acquire repairs a node whose counter lags at the first grant
+// where it disagrees with the others, which narrows that window but cannot
+// close it.
+//
+// # Known critiques, and what distlock does
+//
+// Process pauses and delays (Kleppmann, "How to do distributed locking",
+// 2016): a holder can stop (a GC pause, a stalled VM, a slow network) and
+// resume after its lease expired and another holder took over, then write
+// as if it still held the lock. No lease can prevent that. distlock closes
+// Lock.Done and cancels Lock.Context at the local validity deadline, even
+// while a renewal hangs, and every holding carries a fencing token that the
+// protected resource can check, rejecting a stale holder (package fence).
+//
+// Clock jumps: Redlock's safety rests on bounded clock drift, not on
+// synchronised clocks (antirez, "Is Redlock safe?", 2016). The client
+// measures on Go's monotonic clock, so a jump of its wall clock changes
+// nothing. A master whose wall clock jumps forward expires keys early and
+// can let a second holder in; run NTP in slewing mode (no steps after
+// boot). The drift allowance covers rate differences, not jumps; fencing
+// tokens cover what slips through, since an early expiry does not reset a
+// counter.
+//
+// Restarts without persistence: a master that restarts empty forgets the
+// locks it granted, and with the holder's other nodes it can form a quorum
+// for a second holder (one restart of 3 or 5 nodes is enough). Either
+// persist every write (appendonly yes, appendfsync always), or keep a
+// restarted master out for longer than the longest TTL in use, so that
+// every lock it knew has expired before it answers again. Refresh also
+// re-takes the lock on a node that lost it, which shortens — but does not
+// remove — the window in which a restarted node can be used against a
+// live holder.
+//
+// Redlock is not a consensus protocol. Where a lost lock must never let two
+// writers through, make the resource check fencing tokens, or use a
+// backend built on consensus (etcd, ZooKeeper).
+//
+// # Choosing N
+//
+// Use an odd number of masters. N tolerates (N-1)/2 failed masters: 3
+// tolerate 1, 5 tolerate 2. An even N tolerates no more than N-1 (6
+// tolerate 2, like 5) and needs one more master up for a quorum.
+package redlock

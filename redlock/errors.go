@@ -1,0 +1,152 @@
+package redlock
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+var (
+	// ErrNoQuorum is matched (errors.Is) by every [*QuorumError]: too few
+	// nodes answered for the operation to decide.
+	ErrNoQuorum = errors.New("redlock: no quorum")
+
+	// ErrNodeTimeout is a node's error when it did not answer within the
+	// per-node timeout (see [WithNodeTimeout]).
+	ErrNodeTimeout = errors.New("redlock: no reply within the node timeout")
+
+	// ErrValidityExpired is returned (wrapped) when a quorum agreed but the
+	// time it took, plus the drift allowance, used up the whole lease. The
+	// lock was released again on every node.
+	ErrValidityExpired = errors.New("redlock: lease expired before the quorum was confirmed")
+
+	// ErrNoNodes is returned by every call of a Backend made from no clients.
+	ErrNoNodes = errors.New("redlock: no nodes (give New one client per independent master; an odd number such as 3 or 5)")
+
+	// errPending is a node's error when an earlier request of the same owner
+	// to that node may still be waiting to run there (its reply was lost).
+	// Counting the node could count a grant that the late request undoes.
+	errPending = errors.New("redlock: an earlier request of this owner may still be pending on this node")
+)
+
+// Outcome is what one node answered.
+type Outcome uint8
+
+const (
+	// Failed means the node gave no usable answer; NodeResult.Err says why.
+	Failed Outcome = iota
+	// Succeeded means the node did what was asked: granted, extended,
+	// released, confirmed the fencing token or subscribed.
+	Succeeded
+	// Refused means the node answered no: the lock is held there by another
+	// owner (acquire) or not held by this one (refresh, release).
+	Refused
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Succeeded:
+		return "succeeded"
+	case Refused:
+		return "refused"
+	}
+	return "failed"
+}
+
+// NodeResult is one node's part in a quorum operation.
+type NodeResult struct {
+	Addr    string // the node's address, or "node i" when the client does not say
+	Outcome Outcome
+	Err     error // why the node failed, when Outcome is Failed
+}
+
+// QuorumError reports an operation that missed its quorum because nodes
+// failed, with what each node answered. (A quorum missed only because the
+// lock is held elsewhere is not an error: Acquire reports it not obtained.)
+// It matches [ErrNoQuorum], and unwraps to the nodes' errors, so
+// errors.Is(err, context.DeadlineExceeded) and the like work.
+type QuorumError struct {
+	Op     string // "acquire", "fence", "refresh", "release", "watch" or "inspect"
+	Key    string
+	Quorum int          // how many nodes had to succeed
+	Nodes  []NodeResult // one per node, in the order given to New
+}
+
+// Succeeded returns how many nodes succeeded.
+func (e *QuorumError) Succeeded() int {
+	n := 0
+	for _, r := range e.Nodes {
+		if r.Outcome == Succeeded {
+			n++
+		}
+	}
+	return n
+}
+
+var verbs = map[string]string{
+	"acquire": "granted the lock",
+	"fence":   "confirmed the fencing token",
+	"refresh": "extended the lease",
+	"release": "released the lock",
+	"watch":   "subscribed",
+	"inspect": "answered",
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	b.WriteString("redlock: ")
+	b.WriteString(e.Op)
+	b.WriteString(" ")
+	b.WriteString(strconv.Quote(e.Key))
+	b.WriteString(": ")
+	b.WriteString(strconv.Itoa(e.Succeeded()))
+	b.WriteString(" of ")
+	b.WriteString(strconv.Itoa(len(e.Nodes)))
+	b.WriteString(" nodes ")
+	if v, ok := verbs[e.Op]; ok {
+		b.WriteString(v)
+	} else {
+		b.WriteString("succeeded")
+	}
+	b.WriteString(", ")
+	b.WriteString(strconv.Itoa(e.Quorum))
+	b.WriteString(" needed")
+	sep := ": "
+	for _, r := range e.Nodes {
+		if r.Outcome == Succeeded {
+			continue
+		}
+		b.WriteString(sep)
+		sep = "; "
+		b.WriteString(r.Addr)
+		if r.Outcome == Refused {
+			if e.Op == "acquire" {
+				b.WriteString(" held by another owner")
+			} else {
+				b.WriteString(" not held by this owner")
+			}
+			continue
+		}
+		b.WriteString(": ")
+		if r.Err != nil {
+			b.WriteString(r.Err.Error())
+		} else {
+			b.WriteString("failed")
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns the failed nodes' errors.
+func (e *QuorumError) Unwrap() []error {
+	var errs []error
+	for _, r := range e.Nodes {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		}
+	}
+	return errs
+}
+
+// Is reports whether target is [ErrNoQuorum].
+func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }

@@ -1,0 +1,262 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/distlocktest"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
+	"github.com/distlock-go/distlock/redlock"
+)
+
+// startNodes starts n independent redis-servers.
+func startNodes(t testing.TB, n int, opts ...testserver.Option) []*testserver.Redis {
+	t.Helper()
+	srvs := make([]*testserver.Redis, n)
+	for i := range srvs {
+		srvs[i] = testserver.StartRedis(t, opts...)
+	}
+	return srvs
+}
+
+func addrsOf(srvs []*testserver.Redis) []string {
+	addrs := make([]string, len(srvs))
+	for i, s := range srvs {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// newClients returns one go-redis client per address, closed at cleanup.
+func newClients(t testing.TB, addrs []string) []redis.UniversalClient {
+	t.Helper()
+	cs := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rdb.Close() })
+		cs[i] = rdb
+	}
+	return cs
+}
+
+// newBackend returns a backend on fresh clients of addrs, closed at cleanup.
+func newBackend(t testing.TB, addrs []string, opts ...redlock.Option) *redlock.Backend {
+	t.Helper()
+	b := redlock.New(newClients(t, addrs), opts...)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func lockKey(key string) string { return redisnode.KeysFor(redlock.DefaultPrefix, key).Lock }
+
+func fenceKey(key string) string { return redisnode.KeysFor(redlock.DefaultPrefix, key).Fence }
+
+// onNodes runs a command on every node directly, for setup and checks.
+func onNodes(t testing.TB, srvs []*testserver.Redis, args ...string) []string {
+	t.Helper()
+	out := make([]string, len(srvs))
+	for i, s := range srvs {
+		v, err := s.Do(t, args...)
+		if err != nil && !strings.Contains(err.Error(), "nil") {
+			t.Fatalf("%s %v: %v", s.Addr(), args, err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func harness(addrs []string, ttl time.Duration) distlocktest.Harness {
+	return distlocktest.Harness{
+		NewBackend: func(t distlocktest.TB) driver.Backend {
+			return newBackend(t.(testing.TB), addrs)
+		},
+		Expire: func(t distlocktest.TB, key string) {
+			for _, rdb := range newClients(t.(testing.TB), addrs) {
+				if err := rdb.Del(context.Background(), lockKey(key)).Err(); err != nil {
+					t.Fatalf("DEL: %v", err)
+				}
+			}
+		},
+		TTL: ttl,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	srvs := startNodes(t, 5)
+	distlocktest.Run(t, harness(addrsOf(srvs), 300*time.Millisecond))
+}
+
+func TestConformanceThreeNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("second suite run skipped in -short mode")
+	}
+	srvs := startNodes(t, 3)
+	distlocktest.Run(t, harness(addrsOf(srvs), 300*time.Millisecond))
+}
+
+// TestLockIsOnEveryNode: an uncontended acquisition takes the key on every
+// node with the same token, and Inspect reports the holder.
+func TestLockIsOnEveryNode(t *testing.T) {
+	srvs := startNodes(t, 5)
+	b := newBackend(t, addrsOf(srvs))
+	c := distlock.New(b, distlock.WithMetadata(map[string]string{"job": "nightly"}))
+	ctx := context.Background()
+	key := t.Name()
+	l, err := c.Mutex(key, distlock.WithTTL(time.Minute)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range onNodes(t, srvs, "GET", lockKey(key)) {
+		if !strings.HasSuffix(strings.SplitN(v, "\n", 3)[1], fmt.Sprint(l.Token())) && strings.SplitN(v, "\n", 3)[1] != fmt.Sprint(l.Token()) {
+			t.Errorf("node %d holds %q; want token %d", i, v, l.Token())
+		}
+	}
+	info, err := b.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Token != l.Token() || info.TTL <= 50*time.Second || info.Meta["job"] != "nightly" {
+		t.Errorf("Inspect = %+v; want held, token %d, TTL near 1m, job=nightly", info, l.Token())
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range onNodes(t, srvs, "EXISTS", lockKey(key)) {
+		if v != "0" {
+			t.Errorf("node %d still has the lock after Unlock", i)
+		}
+	}
+	if info, err := b.Inspect(ctx, key); err != nil || info.Held || info.Token != l.Token() {
+		t.Errorf("Inspect after Unlock = %+v, %v; want free, last token %d", info, err, l.Token())
+	}
+}
+
+// TestInvalidInput: misuse gets an error from every call, never a panic.
+func TestInvalidInput(t *testing.T) {
+	ctx := context.Background()
+	var typedNil *redis.Client
+	srv := testserver.StartRedis(t)
+	ok := newClients(t, []string{srv.Addr()})[0]
+	cases := []struct {
+		name    string
+		b       *redlock.Backend
+		wantMsg string
+	}{
+		{"no clients", redlock.New(nil), "no nodes"},
+		{"empty slice", redlock.New([]redis.UniversalClient{}), "no nodes"},
+		{"nil client", redlock.New([]redis.UniversalClient{ok, nil}), "client 1 of 2 is nil"},
+		{"typed nil client", redlock.New([]redis.UniversalClient{typedNil}), "client 0 of 1 is nil"},
+		{"same master twice", redlock.New([]redis.UniversalClient{ok, newClients(t, []string{srv.Addr()})[0]}), "both connect to " + srv.Addr()},
+		{"zero node timeout", redlock.New([]redis.UniversalClient{ok}, redlock.WithNodeTimeout(0)), "WithNodeTimeout"},
+		{"nil drift", redlock.New([]redis.UniversalClient{ok}, redlock.WithDrift(nil)), "WithDrift"},
+		{"nil backend", nil, "no nodes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.b
+			check := func(op string, err error) {
+				t.Helper()
+				if err == nil || !strings.Contains(err.Error(), tc.wantMsg) {
+					t.Errorf("%s: %v; want an error saying %q", op, err, tc.wantMsg)
+				}
+			}
+			_, err := b.Acquire(ctx, driver.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+			check("Acquire", err)
+			_, err = b.Refresh(ctx, "k", "o", time.Second)
+			check("Refresh", err)
+			check("Release", b.Release(ctx, "k", "o"))
+			_, err = b.Watch(ctx, "k")
+			check("Watch", err)
+			_, err = b.Inspect(ctx, "k")
+			check("Inspect", err)
+			_, err = distlock.New(b).Mutex("k").TryLock(ctx)
+			check("TryLock", err)
+			if err := b.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+
+	b := newBackend(t, []string{srv.Addr()}, redlock.WithDrift(func(ttl time.Duration) time.Duration { return ttl }))
+	if _, err := b.Acquire(ctx, driver.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err == nil || !strings.Contains(err.Error(), "drift") {
+		t.Errorf("Acquire with a drift as long as the TTL: %v; want an error about the drift", err)
+	}
+	if _, err := b.Acquire(ctx, driver.AcquireRequest{Key: "k", Owner: "o", TTL: 0}); err == nil {
+		t.Errorf("Acquire with TTL 0 succeeded")
+	}
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if _, err := b.Acquire(nil, driver.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err == nil {
+		t.Errorf("Acquire with a nil context succeeded")
+	}
+}
+
+func TestQuorum(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
+		cs := make([]redis.UniversalClient, n)
+		for i := range cs {
+			cs[i] = redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
+			defer cs[i].Close()
+		}
+		b := redlock.New(cs)
+		if got := b.Quorum(); got != want {
+			t.Errorf("%d nodes: quorum %d, want %d", n, got, want)
+		}
+		b.Close()
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	srvs := startNodes(t, 3)
+	ctx := context.Background()
+	u := fmt.Sprintf("redlock://%s,%s,%s/2?prefix=app:&node_timeout=200ms", srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr())
+	c, err := distlock.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Mutex("job").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srvs {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), DB: 2})
+		if n, _ := rdb.Exists(ctx, redisnode.KeysFor("app:", "job").Lock).Result(); n != 1 {
+			t.Errorf("%s: lock not under the URL's prefix in db 2", s.Addr())
+		}
+		rdb.Close()
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+
+	for _, bad := range []string{
+		"redlock://",
+		"redlock://h:1,h:notaport",
+		"redlock://h:1,:2",
+		"redlock://h:1,h:99999",
+		"redlock://h:1/x",
+		"redlock://h:1?nosuch=1",
+		"redlock://h:1?prefix=a&prefix=b",
+		"redlock://h:1?node_timeout=0",
+		"redlock://h:1?node_timeout=fast",
+		"redlock://h:1,h:1",
+	} {
+		if c, err := distlock.Open(ctx, bad); !errors.Is(err, distlock.ErrInvalidURL) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Open(%q) = %v; want ErrInvalidURL", bad, err)
+		}
+	}
+}

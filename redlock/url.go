@@ -1,0 +1,113 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+)
+
+// The URL scheme registered with distlock.Open:
+//
+//	redlock://[user:pass@]host:port,host:port,...[/db][?prefix=P&node_timeout=D]
+//
+// One host per independent master; user, password and database apply to
+// each. node_timeout is a Go duration ("50ms"), see [WithNodeTimeout].
+// Clients opened from a URL have ContextTimeoutEnabled set, and are closed
+// with the distlock.Client.
+func init() {
+	distlock.Register("redlock", OpenURL)
+}
+
+// OpenURL opens a backend from a redlock:// URL (see above).
+func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
+	if u == nil {
+		return nil, fmt.Errorf("%w: nil URL", distlock.ErrInvalidURL)
+	}
+	clients, opts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	b := New(clients, opts...)
+	if b.err != nil {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		return nil, fmt.Errorf("%w: %s: %w", distlock.ErrInvalidURL, u.Redacted(), b.err)
+	}
+	b.ownsRDB = true
+	return b, nil
+}
+
+func invalid(u *url.URL, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", distlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
+}
+
+func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
+	if !strings.EqualFold(u.Scheme, "redlock") {
+		return nil, nil, invalid(u, "scheme %q is not redlock's", u.Scheme)
+	}
+	var opts []Option
+	q := u.Query()
+	for name, vals := range q {
+		if len(vals) != 1 {
+			return nil, nil, invalid(u, "option %q given %d times", name, len(vals))
+		}
+		v := vals[0]
+		switch name {
+		case "prefix":
+			opts = append(opts, WithPrefix(v))
+		case "node_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, nil, invalid(u, "node_timeout %q: want a positive duration such as 50ms", v)
+			}
+			opts = append(opts, WithNodeTimeout(d))
+		default:
+			return nil, nil, invalid(u, "unknown option %q (known: prefix, node_timeout)", name)
+		}
+	}
+	if u.Host == "" {
+		return nil, nil, invalid(u, "no hosts (want redlock://host:port,host:port,...)")
+	}
+	db := 0
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, nil, invalid(u, "bad database number %q", p)
+		}
+		db = n
+	}
+	user, pass := "", ""
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	var addrs []string
+	for _, h := range strings.Split(u.Host, ",") {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil || host == "" {
+			return nil, nil, invalid(u, "address %q: want host:port", h)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return nil, nil, invalid(u, "address %q: bad port", h)
+		}
+		addrs = append(addrs, h)
+	}
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, addr := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{
+			Addr: addr, Username: user, Password: pass, DB: db,
+			ContextTimeoutEnabled: true,
+		})
+	}
+	return clients, opts, nil
+}
