@@ -30,7 +30,8 @@ func Redsync(nodes int, retryDelay time.Duration) Library {
 		How: "Acquire is a plain SET NX PX, release a compare-and-delete script (GET, then DEL) sent as EVALSHA: " +
 			"two round trips, as the floor, with a script on the way out. Each step fans out to every node from a goroutine per node, " +
 			"and each attempt runs under its own timeout context. A waiter sleeps between attempts (default: a random 50–250 ms) " +
-			"and returns ErrFailed after 32 attempts; nothing tells it the key was freed, so it notices only at its next attempt, " +
+			"and returns ErrFailed after 32 attempts (with the default delays, after about 5 s); nothing tells it the key was " +
+			"freed, so it notices only at its next attempt, " +
 			"and the releasing worker, which asks again at once, usually wins. With a 1 ms delay the 32 attempts last only " +
 			"a few tens of milliseconds, so under contention it gives up often.",
 		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
