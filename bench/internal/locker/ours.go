@@ -3,15 +3,18 @@ package locker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/redislock"
+	"github.com/distlock-go/distlock/redlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // Distlock lists the distlock backends under test.
 func Distlock() []Library {
-	return []Library{DistlockRedis()}
+	return []Library{DistlockRedis(), DistlockRedlock(5)}
 }
 
 // DistlockRedis is distlock over its redislock backend on one node.
@@ -65,3 +68,27 @@ func (d *distlockLocker) Acquire(ctx context.Context, key string) (Held, error) 
 }
 
 func (d *distlockLocker) Close() error { return d.close() }
+
+// DistlockRedlock is distlock over its redlock backend on five masters.
+func DistlockRedlock(nodes int) Library {
+	return Library{
+		Name: fmt.Sprintf("distlock (redlock), %d nodes", nodes), Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: nodes,
+		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout TTL/10 capped at 50 ms, auto-refresh every TTL/3",
+		How: "The same acquire and release scripts as redislock, sent to every master at once from one goroutine per node; " +
+			"acquire succeeds on a quorum within the lease's validity, stops waiting as soon as the outcome is decided, and " +
+			"writes the largest fencing token back only when the nodes disagree. Release compares, deletes and publishes on " +
+			"every master and waits for all of them (or the per-node timeout).",
+		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			clients := newGoRedisAll(addrs)
+			ucs := make([]redis.UniversalClient, len(clients))
+			for i, c := range clients {
+				ucs[i] = c
+			}
+			be := redlock.New(ucs)
+			return &distlockLocker{
+				c:     distlock.New(be, distlock.WithTTL(ttl)),
+				close: func() error { return errors.Join(be.Close(), closeAll(clients)) },
+			}, nil
+		},
+	}
+}
