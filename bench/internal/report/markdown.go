@@ -97,7 +97,7 @@ func Markdown(res *Results, chart string) []byte {
 	w("\n")
 	contendedTables(&b, contended, rtt)
 	if chart != "" && len(contended) > 0 {
-		w("![Handoff latency and wait p99 per library, log scale](%s)\n\n", chart)
+		w("![Handoff latency (mean, p99) and wait (p99, max) per library, log scale](%s)\n\n", chart)
 	}
 
 	w("## Server commands\n\n")
