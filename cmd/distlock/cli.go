@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/distlock-go/distlock"
 )
@@ -228,12 +230,30 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 // usageError prints one line about a bad command line and returns
 // exitUsage.
 func (c *cli) usageError(cmd, format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "distlock %s: %s (see 'distlock %s -h')\n", cmd, fmt.Sprintf(format, args...), cmd)
+	fmt.Fprintf(c.stderr, "distlock %s: %s (see 'distlock %s -h')\n", cmd, oneLine(fmt.Sprintf(format, args...)), cmd)
 	return exitUsage
 }
 
 // fail prints one line about a failure of cmd and returns code.
 func (c *cli) fail(code int, cmd, format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "distlock %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "distlock %s: %s\n", cmd, oneLine(fmt.Sprintf(format, args...)))
 	return code
+}
+
+// oneLine escapes control characters, which arguments and server replies
+// may carry, so that a message stays on one line and shows what was typed.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
