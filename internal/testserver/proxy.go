@@ -1,0 +1,227 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy is a TCP proxy on a free port of 127.0.0.1 that forwards every
+// connection to a target address and can inject network faults. It is
+// closed when the test finishes, and all its goroutines have exited by the
+// time that cleanup returns. Its methods may be called from any goroutine.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	ctx    context.Context // canceled on close, to abort dials in flight
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	cut   bool
+	gate  chan struct{} // non-nil while blackholed; closed to release
+	links map[*link]struct{}
+}
+
+// link is one proxied connection pair.
+type link struct {
+	client, server net.Conn
+	once           sync.Once
+	done           chan struct{}
+}
+
+// close resets both sides: an RST makes the peer's next read or write fail
+// at once, where a FIN would let writes succeed into the void.
+func (l *link) close() {
+	l.once.Do(func() {
+		close(l.done)
+		reset(l.client)
+		if l.server != nil {
+			reset(l.server)
+		}
+	})
+}
+
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// StartProxy starts a proxy in front of target (host:port). The target is
+// dialed once per accepted connection, so it need not be up yet.
+func StartProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("testserver: proxy listen: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{target: target, ln: ln, ctx: ctx, cancel: cancel, links: map[*link]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	tb.Cleanup(p.close)
+	return p
+}
+
+// Addr returns the address clients should dial instead of the target.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut resets every open connection and, until Restore, resets new ones as
+// soon as they are accepted, so clients see "connection reset" errors.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	links := p.takeLinks()
+	p.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+}
+
+// Blackhole stops forwarding in both directions while keeping every
+// connection open, so clients see timeouts rather than errors. Bytes sent
+// meanwhile are held, like TCP retransmissions over a partitioned network,
+// and delivered after Restore unless the connection is closed first. New
+// connections are accepted but stay silent as well.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gate == nil {
+		p.gate = make(chan struct{})
+	}
+}
+
+// Restore ends Cut and Blackhole: new connections are forwarded again and
+// held bytes flow.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+	if p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
+}
+
+// takeLinks empties the link set; p.mu must be held.
+func (p *Proxy) takeLinks() []*link {
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	clear(p.links)
+	return links
+}
+
+func (p *Proxy) close() {
+	p.cancel()
+	_ = p.ln.Close()
+	p.mu.Lock()
+	links := p.takeLinks()
+	p.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if p.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors or the like: back off rather than spin.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		p.mu.Lock()
+		cut := p.cut
+		p.mu.Unlock()
+		if cut {
+			reset(c)
+			continue
+		}
+		p.wg.Add(1)
+		go p.connect(c)
+	}
+}
+
+// connect dials the target for client c and starts forwarding.
+func (p *Proxy) connect(c net.Conn) {
+	defer p.wg.Done()
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	s, err := d.DialContext(ctx, "tcp", p.target)
+	cancel()
+	if err != nil {
+		// The target is down: pass that on as a reset.
+		reset(c)
+		return
+	}
+	l := &link{client: c, server: s, done: make(chan struct{})}
+	p.mu.Lock()
+	if p.cut || p.ctx.Err() != nil {
+		// Cut or closed while dialing: this link missed the sweep.
+		p.mu.Unlock()
+		l.close()
+		return
+	}
+	p.links[l] = struct{}{}
+	p.wg.Add(2)
+	p.mu.Unlock()
+	go p.pipe(l, s, c)
+	go p.pipe(l, c, s)
+}
+
+// pipe copies src to dst until either side fails, then closes the link.
+func (p *Proxy) pipe(l *link, dst, src net.Conn) {
+	defer p.wg.Done()
+	defer func() {
+		l.close()
+		p.mu.Lock()
+		delete(p.links, l)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.pass(l) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pass blocks while the proxy is blackholed and reports whether the link
+// is still open afterwards.
+func (p *Proxy) pass(l *link) bool {
+	for {
+		p.mu.Lock()
+		gate := p.gate
+		p.mu.Unlock()
+		if gate == nil {
+			return true
+		}
+		select {
+		case <-gate:
+			// Re-check: a new Blackhole may have followed the Restore.
+		case <-l.done:
+			return false
+		}
+	}
+}
