@@ -23,33 +23,46 @@ type Lock struct {
 
 	life    context.Context // cancelled, with the reason as cause, when the lease ends
 	endLife context.CancelCauseFunc
-	stopWD  context.CancelFunc // stops the watchdog; its context derives from life
-	wdDone  chan struct{}      // closed when the watchdog goroutine returns
-	moved   chan struct{}      // the deadline moved: the watchdog re-arms
 
 	mu          sync.Mutex
 	ttl         time.Duration
 	validUntil  time.Time
-	validSince  time.Time // start of the attempt that set validUntil
+	validSince  time.Time   // start of the attempt that set validUntil
+	nextRenew   time.Time   // zero without auto-refresh
+	timer       *time.Timer // runs tick at the next renewal or the deadline
+	renewing    context.CancelFunc
 	unlocked    bool
 	lostForSure bool // the backend said the key is not ours
 }
 
+// startLock returns the handle of a fresh grant. It costs no goroutine: one
+// timer wakes it for each renewal and at the deadline.
 func startLock(m *Mutex, owner string, start time.Time, g driver.Grant) *Lock {
 	l := &Lock{
 		m:          m,
 		owner:      owner,
 		token:      g.Token,
-		wdDone:     make(chan struct{}),
-		moved:      make(chan struct{}, 1),
 		ttl:        m.opts.ttl,
 		validUntil: start.Add(g.ValidFor),
 		validSince: start,
 	}
 	l.life, l.endLife = context.WithCancelCause(context.Background())
-	var wctx context.Context
-	wctx, l.stopWD = context.WithCancel(l.life)
-	go l.watchdog(wctx, g.Lost)
+	now := time.Now()
+	if m.opts.autoRefresh {
+		l.nextRenew = start.Add(l.interval())
+	}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.nextEvent().Sub(now), l.tick)
+	l.mu.Unlock()
+	if g.Lost != nil {
+		go func() {
+			select {
+			case <-g.Lost:
+				l.markLost()
+			case <-l.life.Done():
+			}
+		}()
+	}
 	return l
 }
 
@@ -110,14 +123,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if err := l.refresh(ctx, ttl); err != nil {
-		return err
-	}
-	select {
-	case l.moved <- struct{}{}:
-	default:
-	}
-	return nil
+	return l.refresh(ctx, ttl)
 }
 
 // refresh renews the lease once with ttl and records the new deadline.
@@ -137,6 +143,9 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 		l.validSince = start
 		l.validUntil = start.Add(valid)
 		l.ttl = ttl
+		if !l.unlocked && l.renewing == nil {
+			l.timer.Reset(time.Until(l.nextEvent()))
+		}
 	}
 	return nil
 }
@@ -157,14 +166,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return ErrLockReleased
 	}
 	l.unlocked = true
-	l.mu.Unlock()
-
-	l.stopWD()
-	<-l.wdDone
-	prior := l.Err()
-	l.mu.Lock()
+	l.timer.Stop()
+	if l.renewing != nil {
+		l.renewing() // its outcome no longer matters
+	}
 	lost := l.lostForSure
 	l.mu.Unlock()
+	prior := l.Err()
 
 	var err error
 	if !lost { // an expired lease may still be ours on the server: clean up
@@ -190,88 +198,74 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // end ends the lease with reason; the first reason wins.
 func (l *Lock) end(reason error) { l.endLife(reason) }
 
-// watchdog ends the lease at its deadline and, with auto-refresh, renews it
-// before that. It returns when the lease ends or Unlock stops it. A renewal
-// runs in its own goroutine so that a backend which does not answer (a
-// paused server, a client that ignores ctx deadlines) cannot hold the
-// deadline back.
-func (l *Lock) watchdog(ctx context.Context, lost <-chan struct{}) {
-	defer close(l.wdDone)
-	deadline := time.NewTimer(time.Until(l.ValidUntil()))
-	defer deadline.Stop()
-	var (
-		renew    *time.Timer
-		renewC   <-chan time.Time
-		inFlight chan error // non-nil while a renewal runs
-	)
-	if l.m.opts.autoRefresh {
-		renew = time.NewTimer(l.interval())
-		defer renew.Stop()
-		renewC = renew.C
+// tick runs on the timer: it ends the lease at its deadline and, with
+// auto-refresh, renews it when due. While a renewal is in flight the timer
+// is set to the deadline, so a backend that does not answer (a paused
+// server, a client that ignores ctx deadlines) cannot hold the deadline back.
+func (l *Lock) tick() {
+	l.mu.Lock()
+	if l.unlocked || l.life.Err() != nil {
+		l.mu.Unlock()
+		return
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-lost:
-			l.markLost()
-			return
-		case <-l.moved:
-			deadline.Reset(time.Until(l.ValidUntil()))
-		case <-deadline.C:
-			if until := time.Until(l.ValidUntil()); until > 0 { // moved meanwhile
-				deadline.Reset(until)
-				continue
-			}
-			l.end(ErrLockExpired)
-			return
-		case <-renewC:
-			renewC = nil
-			inFlight = make(chan error, 1)
-			go func(done chan<- error) {
-				rctx, cancel := context.WithDeadline(ctx, l.ValidUntil())
-				defer cancel()
-				done <- l.refresh(rctx, l.currentTTL())
-			}(inFlight)
-		case err := <-inFlight:
-			inFlight = nil
-			if l.Err() != nil { // refused: the lease is gone
-				return
-			}
-			next := l.interval()
-			if err == nil {
-				deadline.Reset(time.Until(l.ValidUntil()))
-			} else {
-				// Transient: try again soon, while the lease lasts.
-				next = min(next, max(time.Until(l.ValidUntil())/4, time.Millisecond))
-			}
-			renew.Reset(next)
-			renewC = renew.C
-		}
+	now := time.Now()
+	if !now.Before(l.validUntil) {
+		l.end(ErrLockExpired)
+		l.mu.Unlock()
+		return
 	}
+	if l.nextRenew.IsZero() || l.renewing != nil || now.Before(l.nextRenew) {
+		l.timer.Reset(l.nextEvent().Sub(now))
+		l.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), l.validUntil)
+	l.renewing = cancel
+	ttl := l.ttl
+	l.timer.Reset(l.validUntil.Sub(now))
+	l.mu.Unlock()
+
+	err := l.refresh(ctx, ttl) // timer callbacks run in their own goroutine
+	cancel()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewing = nil
+	if l.unlocked || l.life.Err() != nil {
+		return
+	}
+	now = time.Now()
+	next := l.interval()
+	if err != nil { // transient: try again soon, while the lease lasts
+		next = min(next, max(l.validUntil.Sub(now)/4, time.Millisecond))
+	}
+	l.nextRenew = now.Add(next)
+	l.timer.Reset(l.nextEvent().Sub(now))
+}
+
+// nextEvent is when tick must run next. l.mu is held.
+func (l *Lock) nextEvent() time.Time {
+	if !l.nextRenew.IsZero() && l.renewing == nil && l.nextRenew.Before(l.validUntil) {
+		return l.nextRenew
+	}
+	return l.validUntil
 }
 
 // markLost ends the lease because the backend said the key is not ours.
 func (l *Lock) markLost() {
 	l.mu.Lock()
-	unlocked := l.unlocked
+	defer l.mu.Unlock()
 	l.lostForSure = true
-	l.mu.Unlock()
-	if !unlocked { // a renewal that raced with Unlock must not relabel it
+	if !l.unlocked { // a renewal that raced with Unlock must not relabel it
 		l.end(ErrLockLost)
 	}
 }
 
-func (l *Lock) currentTTL() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
-}
-
 // interval is the renewal period: a third of the TTL unless configured.
+// l.mu is held, or l is not shared yet.
 func (l *Lock) interval() time.Duration {
 	if d := l.m.opts.refreshInterval; d > 0 {
 		return d
 	}
-	return l.currentTTL() / 3
+	return l.ttl / 3
 }

@@ -1,0 +1,63 @@
+// Package redislock is the distlock backend for one Redis deployment: a
+// standalone server, a master watched by Sentinel, or a Redis Cluster, through
+// any go-redis v9 client (redis.UniversalClient).
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	c := distlock.New(redislock.New(rdb))
+//	l, err := c.Mutex("orders:42").Lock(ctx)
+//
+// # How it works
+//
+// Each operation is one Lua script, so one round trip, atomic on the server:
+//
+//   - Acquire: if the lock key is free, INCR the key's fencing counter and
+//     SET the lock with the owner token, the token, the server's TIME and the
+//     holder's host and pid, with PX ttl. If the same owner already holds it,
+//     the same grant is returned again: a retry after a lost reply is
+//     recognised instead of waiting for its own lock to expire. Otherwise the
+//     holder's remaining TTL comes back as the retry hint.
+//   - Release: compare the owner and DEL, then PUBLISH on the lock's channel.
+//   - Refresh: compare the owner and PEXPIRE.
+//
+// Scripts run by EVALSHA and are loaded again on NOSCRIPT. The lock key, its
+// counter and its channel share a {hash tag}, so the scripts work on Cluster
+// (a name containing braces is tagged by its hash instead).
+//
+// Waiters share ONE pub/sub connection per Backend. A waiter subscribes
+// before it re-tries, and the subscription is confirmed (by a PING answered
+// on the same connection) before that re-try, so a release is never missed
+// while the connection lives; after a reconnect every waiter re-tries. An
+// expiry publishes nothing, so waiters also wake when the holder's TTL, as
+// reported by the failed attempt, runs out.
+//
+// # Guarantees
+//
+//	deployment              mutual exclusion while the lease lasts           fencing tokens
+//	----------------------  -----------------------------------------------  ------------------------------------
+//	standalone              yes, while the server runs                        increase, unless the server restarts
+//	                                                                          without persistence (counter lost)
+//	standalone, AOF          survives restarts with appendfsync always        increase across restarts
+//	  appendfsync always
+//	Sentinel                yes, except across a failover to a replica that   may repeat after such a failover
+//	                        had not received the lock (asynchronous
+//	                        replication)
+//	Sentinel + WithReplicas failover window narrowed: the lock reached n      as for the lock
+//	                        replicas before Acquire returned (not a
+//	                        consensus guarantee)
+//	Cluster                 as Sentinel, per shard                            as Sentinel
+//
+// In every row the holder learns of a lost lease no later than
+// Lock.ValidUntil (Done closes), and a resource that checks fencing tokens
+// rejects a stale holder. The counter key never expires: one small key per
+// lock name is the price of tokens that do not go backwards. For tokens that
+// must never repeat even across failovers, make the protected resource
+// remember the highest token it accepted (package fence) and use persistence
+// with WithReplicas, or use redlock with delayed restarts.
+//
+// # Timeouts
+//
+// Give the go-redis client ContextTimeoutEnabled so that context deadlines
+// bound each call; clients opened from a URL have it. The lease's deadline
+// does not depend on it: the watchdog ends the lease on time even while a
+// renewal call hangs.
+package redislock
