@@ -28,9 +28,10 @@
 // Done closes there unless a renewal moved it. Acquire stops waiting as soon
 // as the replies so far rule a quorum out. On failure it releases the lock
 // on every node that granted it, failed or did not answer (a lost reply may
-// hide a grant), and reports the lock not obtained when the refusals alone
-// ruled the quorum out (distlock then waits and retries with jitter), or a
-// [*QuorumError] naming each failed node when failures decided it.
+// hide a grant). It reports the lock not obtained when nodes refused it and
+// the failed nodes alone would have left a quorum possible — the lock is
+// held elsewhere, and distlock waits for its release — or a [*QuorumError]
+// naming each node and its error when too many nodes failed.
 //
 // Refresh extends the lease on every master and needs a quorum, with the
 // validity computed as for Acquire; nodes that lost the key meanwhile get it

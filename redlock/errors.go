@@ -26,7 +26,15 @@ var (
 	// errPending is a node's error when an earlier request of the same owner
 	// to that node may still be waiting to run there (its reply was lost).
 	// Counting the node could count a grant that the late request undoes.
-	errPending = errors.New("redlock: an earlier request of this owner may still be pending on this node")
+	errPending = errors.New("not asked: an earlier request of this owner may still be pending here")
+
+	// errTooFew is a node's error when it was not asked because too few
+	// nodes could be asked to make a quorum.
+	errTooFew = errors.New("not asked: too few nodes without pending requests to make a quorum")
+
+	// errNotWaited is a node's error when the outcome was decided without
+	// its reply.
+	errNotWaited = errors.New("not waited for: the outcome was already decided")
 )
 
 // Outcome is what one node answered.
@@ -41,6 +49,9 @@ const (
 	// Refused means the node answered no: the lock is held there by another
 	// owner (acquire) or not held by this one (refresh, release).
 	Refused
+	// Skipped means the node was not asked, or its answer not awaited,
+	// because the outcome did not depend on it; NodeResult.Err says why.
+	Skipped
 )
 
 func (o Outcome) String() string {
@@ -49,6 +60,8 @@ func (o Outcome) String() string {
 		return "succeeded"
 	case Refused:
 		return "refused"
+	case Skipped:
+		return "skipped"
 	}
 	return "failed"
 }
@@ -57,7 +70,7 @@ func (o Outcome) String() string {
 type NodeResult struct {
 	Addr    string // the node's address, or "node i" when the client does not say
 	Outcome Outcome
-	Err     error // why the node failed, when Outcome is Failed
+	Err     error // why the node failed or was skipped
 }
 
 // QuorumError reports an operation that missed its quorum because nodes
@@ -128,6 +141,9 @@ func (e *QuorumError) Error() string {
 			continue
 		}
 		b.WriteString(": ")
+		if r.Outcome == Skipped {
+			b.WriteString("skipped, ")
+		}
 		if r.Err != nil {
 			b.WriteString(r.Err.Error())
 		} else {
@@ -141,7 +157,7 @@ func (e *QuorumError) Error() string {
 func (e *QuorumError) Unwrap() []error {
 	var errs []error
 	for _, r := range e.Nodes {
-		if r.Err != nil {
+		if r.Outcome == Failed && r.Err != nil {
 			errs = append(errs, r.Err)
 		}
 	}

@@ -30,11 +30,12 @@ type op func(ctx context.Context, node int, rdb redis.UniversalClient) reply
 // so that a caller that has decided does not cut short requests that must
 // still reach their node (a release, a seed).
 type fanout struct {
-	ctx    context.Context
-	parent context.Context
-	cancel context.CancelFunc
-	out    chan reply
-	refs   atomic.Int32
+	ctx     context.Context
+	parent  context.Context
+	cancel  context.CancelFunc
+	out     chan reply
+	refs    atomic.Int32
+	expired bool // next found the timeout passed; read by the caller only
 }
 
 // fan starts op on every node whose bit is set in nodes.
@@ -45,14 +46,18 @@ func (b *Backend) fan(parent context.Context, timeout time.Duration, nodes uint6
 	for i := range b.nodes {
 		if nodes&(1<<i) != 0 {
 			fo.refs.Add(1)
-			go fo.run(f, i, b.nodes[i].rdb)
+			go fo.run(f, i, &b.nodes[i])
 		}
 	}
 	return fo
 }
 
-func (fo *fanout) run(f op, i int, rdb redis.UniversalClient) {
-	fo.out <- f(fo.ctx, i, rdb)
+func (fo *fanout) run(f op, i int, n *node) {
+	r := f(fo.ctx, i, n.rdb)
+	if r.err != nil && r.err != errPending {
+		n.lastErr.Store(&r.err)
+	}
+	fo.out <- r
 	fo.done()
 }
 
@@ -75,13 +80,18 @@ func (fo *fanout) next() (reply, bool) {
 		case r := <-fo.out:
 			return r, true
 		default:
+			fo.expired = true
 			return reply{}, false
 		}
 	}
 }
 
-// silence is the error recorded for a node that did not answer in time.
+// silence is the error recorded for a node whose reply the caller did not
+// wait for: it was too slow, or the outcome was decided without it.
 func (fo *fanout) silence() error {
+	if !fo.expired {
+		return errNotWaited
+	}
 	if err := fo.parent.Err(); err != nil {
 		return err
 	}

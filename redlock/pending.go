@@ -1,16 +1,15 @@
 package redlock
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// pendingHorizon is how long a node stays set aside for an owner after one
-// of its requests there had an unknown outcome. A request whose reply was
-// lost can run on its server much later — a paused server runs what it had
-// queued when it resumes — but not, in practice, minutes later; and owners
-// live for one Lock call.
+// pendingHorizon is how long an owner's unsettled releases are remembered.
+// Owners live for one Lock call; a request whose reply was lost does not,
+// in practice, run minutes later.
 const pendingHorizon = 10 * time.Minute
 
 const (
@@ -18,88 +17,98 @@ const (
 	pendingMax   = 10_000 // most owners remembered
 )
 
-// pendingSet remembers, per key and owner, the nodes on which a release of a
-// failed attempt may still be waiting to run: it is added before the
-// release is sent and settled when the release is known to have run. Acquire and Refresh of that
-// owner leave those nodes out: a late release there could delete a grant
-// they counted, and the quorum would be one node smaller than believed.
-// Release, the owner's last call, forgets the owner.
+// pendingSet tracks, per key and owner, the releases that failed attempts
+// sent and that are not known to have run.
 //
-// The set is empty unless nodes fail, and the hot path then costs one
-// atomic load.
+// Such a release could run after a later attempt of the same owner was
+// granted on that node, and delete the grant it counted: the owner would
+// hold one node fewer than it believes. A node is therefore blocked for the
+// owner while one of its releases there is in flight, or after one ended
+// without a reply (unsure), until a later release to it is answered: the
+// older one, sent earlier, has then had its chance to run. Blocked nodes are
+// not counted by Acquire and Refresh; Acquire sends them that later release
+// (a probe) instead, one at a time, so that a node never has two of the
+// owner's releases outstanding. Release, the owner's last call, forgets it.
 //
-// It holds at most pendingMax owners: should more fail at once, some are
-// forgotten early.
+// The set is empty unless attempts fail, and the hot path then costs one
+// atomic load. It holds at most pendingMax owners: should more fail at
+// once, some are forgotten early.
 type pendingSet struct {
 	n  atomic.Int32 // len(m)
 	mu sync.Mutex
-	m  map[pendingKey]pendingEntry
+	m  map[pendingKey]*pendingEntry
 }
 
 type pendingKey struct{ key, owner string }
 
 type pendingEntry struct {
-	nodes uint64
-	until time.Time
+	inflight uint64 // a release to the node is in flight
+	unsure   uint64 // the last release to the node ended without a reply
+	until    time.Time
 }
 
-func (p *pendingSet) get(key, owner string) uint64 {
+// blocked returns the nodes owner must not count, and among them those
+// that may be probed (no release in flight).
+func (p *pendingSet) blocked(key, owner string) (blocked, probe uint64) {
 	if p.n.Load() == 0 {
-		return 0
+		return 0, 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e, ok := p.m[pendingKey{key, owner}]
-	if !ok || time.Now().After(e.until) {
-		return 0
+	e := p.m[pendingKey{key, owner}]
+	if e == nil || time.Now().After(e.until) {
+		return 0, 0
 	}
-	return e.nodes
+	return e.inflight | e.unsure, e.unsure &^ e.inflight
 }
 
-func (p *pendingSet) add(key, owner string, nodes uint64, now time.Time) {
+// begin records releases about to be sent to nodes.
+func (p *pendingSet) begin(key, owner string, nodes uint64) {
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m = make(map[pendingKey]pendingEntry)
-	}
-	if len(p.m) >= pendingSweep {
-		for k, e := range p.m {
-			if now.After(e.until) {
-				delete(p.m, k)
-			}
-		}
-		// Still full: drop entries at random (map order), oldest owners
-		// being the likeliest to be done, to bound the memory.
-		for k := range p.m {
-			if len(p.m) < pendingMax {
-				break
-			}
-			delete(p.m, k)
-		}
+		p.m = make(map[pendingKey]*pendingEntry)
 	}
 	k := pendingKey{key, owner}
-	p.m[k] = pendingEntry{nodes: p.m[k].nodes | nodes, until: now.Add(pendingHorizon)}
-	p.n.Store(int32(len(p.m)))
+	e := p.m[k]
+	if e == nil {
+		if len(p.m) >= pendingSweep {
+			p.sweep(now)
+		}
+		e = &pendingEntry{}
+		p.m[k] = e
+		p.n.Store(int32(len(p.m)))
+	}
+	e.inflight |= nodes
+	e.until = now.Add(pendingHorizon)
 }
 
-// settle forgets node for owner: its release has run.
-func (p *pendingSet) settle(key, owner string, node int) {
+// end records that the release to node finished; ran reports whether it is
+// known to have run (or never to have left this process).
+func (p *pendingSet) end(key, owner string, node int, ran bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := pendingKey{key, owner}
-	e, ok := p.m[k]
-	if !ok {
+	e := p.m[k]
+	if e == nil {
 		return
 	}
-	if e.nodes &^= 1 << node; e.nodes == 0 {
-		delete(p.m, k)
+	bit := uint64(1) << node
+	e.inflight &^= bit
+	if ran {
+		e.unsure &^= bit
 	} else {
-		p.m[k] = e
+		e.unsure |= bit
 	}
-	p.n.Store(int32(len(p.m)))
+	if e.inflight|e.unsure == 0 {
+		delete(p.m, k)
+		p.n.Store(int32(len(p.m)))
+	}
 }
 
-func (p *pendingSet) clear(key, owner string) {
+// forget drops owner: it will not acquire key again.
+func (p *pendingSet) forget(key, owner string) {
 	if p.n.Load() == 0 {
 		return
 	}
@@ -108,3 +117,22 @@ func (p *pendingSet) clear(key, owner string) {
 	delete(p.m, pendingKey{key, owner})
 	p.n.Store(int32(len(p.m)))
 }
+
+// sweep drops expired entries and, if still full, arbitrary ones (map
+// order); p.mu is held.
+func (p *pendingSet) sweep(now time.Time) {
+	for k, e := range p.m {
+		if now.After(e.until) {
+			delete(p.m, k)
+		}
+	}
+	for k := range p.m {
+		if len(p.m) < pendingMax {
+			break
+		}
+		delete(p.m, k)
+	}
+}
+
+// count returns the number of set bits, for readability at call sites.
+func count(nodes uint64) int { return bits.OnesCount64(nodes) }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net"
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,9 +68,10 @@ type Backend struct {
 }
 
 type node struct {
-	rdb    redis.UniversalClient
-	addr   string
-	notify *redisnode.Notifier
+	rdb     redis.UniversalClient
+	addr    string
+	notify  *redisnode.Notifier
+	lastErr atomic.Pointer[error] // the node's latest failure, for errors that skip it
 }
 
 var (
@@ -228,8 +229,8 @@ func (b *Backend) Addrs() []string {
 		return nil
 	}
 	addrs := make([]string, len(b.nodes))
-	for i, n := range b.nodes {
-		addrs[i] = n.addr
+	for i := range b.nodes {
+		addrs[i] = b.nodes[i].addr
 	}
 	return addrs
 }
@@ -272,11 +273,12 @@ func (b *Backend) Capabilities() driver.Capabilities {
 // start of the call. Grant.ValidFor is TTL - drift, counted (by the caller)
 // from the start of the attempt, so that start+ValidFor is that deadline.
 //
-// It stops waiting as soon as the remaining nodes cannot make a quorum. On
+// It stops waiting as soon as the replies so far decide the outcome. On
 // failure it releases the lock on every node that granted it, failed or did
-// not answer, then reports the lock not obtained (nil error) if the nodes
-// that refused alone prevent a quorum — the lock is held elsewhere — and a
-// [*QuorumError] otherwise, since failed nodes decided the outcome.
+// not answer, then reports the lock not obtained (nil error) if a node
+// refused and the failed nodes alone would have left a quorum possible —
+// the lock is held, or being taken, elsewhere — and a [*QuorumError]
+// otherwise: too many nodes failed for a quorum, whatever the others say.
 //
 // The fencing token is the largest token of the granting nodes, written back
 // to them first when they disagree; see the package documentation.
@@ -292,18 +294,45 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	k := redisnode.KeysFor(b.prefix, req.Key)
 	desc := redisnode.Describe(req.Meta)
 	owner, ttl := req.Owner, req.TTL
-	skip := b.pending.get(req.Key, owner)
-	fo := b.fan(ctx, b.timeout(ttl), b.all&^skip, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	// Nodes where a release of this owner may still be pending are not
+	// asked (see pendingSet); they are probed instead. If too few nodes
+	// remain for a quorum, only the probes go out.
+	skip, probes := b.pending.blocked(req.Key, owner)
+	ask := b.all &^ skip
+	if count(ask) < b.quorum {
+		ask = 0
+	}
+	if probes != 0 {
+		b.pending.begin(req.Key, owner, probes)
+	}
+	fo := b.fan(ctx, b.timeout(ttl), ask|probes, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+		if ask&(1<<i) == 0 {
+			b.probe(ctx, rdb, k, req.Key, owner, i)
+			return reply{node: i, err: errPending}
+		}
 		token, holderTTL, err := redisnode.Acquire(ctx, rdb, k, owner, ttl, desc)
 		return reply{node: i, ok: err == nil && token > 0, token: token, ttl: holderTTL, err: err}
 	})
 	rs := make([]reply, len(b.nodes))
-	waiting := b.all &^ skip
-	granted, refused := 0, 0
-	for waiting != 0 && granted+bits.OnesCount64(waiting) >= b.quorum {
+	waiting := ask
+	granted, refused, failed := 0, 0, count(b.all&^ask)
+	tolerated := len(b.nodes) - b.quorum // failures a quorum survives
+	for waiting != 0 {
+		if granted+count(waiting) < b.quorum {
+			// No quorum. Stop as soon as the cause is known: too many
+			// failures, or refusals with failures a quorum would survive
+			// whatever the silent nodes turn out to be.
+			if failed > tolerated || (refused > 0 && failed+count(waiting) <= tolerated) {
+				break
+			}
+		}
 		r, ok := fo.next()
 		if !ok {
+			failed += count(waiting) // silent past the timeout
 			break
+		}
+		if waiting&(1<<r.node) == 0 {
+			continue // a probe
 		}
 		waiting &^= 1 << r.node
 		rs[r.node] = r
@@ -312,15 +341,24 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 			granted++
 		case r.err == nil:
 			refused++
+		default:
+			failed++
 		}
 	}
 	fo.done()
 	b.mark(rs, waiting, skip, fo.silence())
+	for i := range rs {
+		if ask == 0 && skip&(1<<i) == 0 {
+			rs[i] = reply{node: i, err: errTooFew}
+		}
+	}
 
 	if granted < b.quorum {
-		b.abandon(ctx, k, req.Key, owner, rs, waiting, skip)
-		if refused > len(b.nodes)-b.quorum {
-			// Held elsewhere: the refusals alone rule out a quorum.
+		b.abandon(ctx, k, req.Key, owner, rs, waiting, ask)
+		if refused > 0 && failed <= tolerated {
+			// The failed nodes alone would have left a quorum possible:
+			// refusals decided it, so the lock is held (or being taken)
+			// elsewhere.
 			return driver.Grant{RetryAfter: minHolderTTL(rs)}, nil
 		}
 		return driver.Grant{}, b.quorumError("acquire", req.Key, rs)
@@ -328,16 +366,26 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	token, agreed := fenceToken(rs)
 	if !agreed {
 		if err := b.fence(ctx, k, req.Key, token, rs, start.Add(validFor), b.timeout(ttl)); err != nil {
-			b.abandon(ctx, k, req.Key, owner, rs, waiting, skip)
+			b.abandon(ctx, k, req.Key, owner, rs, waiting, ask)
 			return driver.Grant{}, err
 		}
 	}
 	if elapsed := b.now().Sub(start); elapsed >= validFor {
-		b.abandon(ctx, k, req.Key, owner, rs, waiting, skip)
+		b.abandon(ctx, k, req.Key, owner, rs, waiting, ask)
 		return driver.Grant{}, fmt.Errorf("%w: %q: quorum took %v of a %v lease (drift allowance %v); released",
 			ErrValidityExpired, req.Key, elapsed, ttl, ttl-validFor)
 	}
 	return driver.Grant{Acquired: true, Token: token, ValidFor: validFor}, nil
+}
+
+// probe sends a release of owner to node i, recorded with pending.begin,
+// and records whether it ran. Once one has, any older release of the owner
+// there, sent earlier, has had its chance to run too. (Strictly, two
+// connections do not order requests: one held back in the network for
+// longer than a whole attempt is the residual risk.)
+func (b *Backend) probe(ctx context.Context, rdb redis.UniversalClient, k redisnode.Keys, key, owner string, i int) {
+	_, err := redisnode.Release(ctx, rdb, k, owner)
+	b.pending.end(key, owner, i, err == nil || neverSent(err))
 }
 
 // mark records an error for the nodes that gave no reply: those still
@@ -408,7 +456,7 @@ func (b *Backend) fence(ctx context.Context, k redisnode.Keys, key string, token
 	fs := make([]reply, len(b.nodes))
 	waiting := granting
 	confirmed := 0
-	for waiting != 0 && confirmed < b.quorum && confirmed+bits.OnesCount64(waiting) >= b.quorum {
+	for waiting != 0 && confirmed < b.quorum && confirmed+count(waiting) >= b.quorum {
 		r, ok := fo.next()
 		if !ok {
 			break
@@ -437,33 +485,30 @@ func (b *Backend) fence(ctx context.Context, k redisnode.Keys, key string, token
 	return b.quorumError("fence", key, fs)
 }
 
-// abandon releases the lock of a failed attempt on every node that may hold
-// it: those that granted it, failed, or had not answered (late), detached
+// abandon releases the lock of a failed attempt on every node asked that may
+// hold it: those that granted it, failed, or had not answered (late), detached
 // from ctx, which may be what ended the attempt. It waits for the nodes that
 // answered the attempt, not for the late ones.
 //
 // A release whose outcome is unknown may still run on its node later, and
 // would then delete a grant that a later attempt of the same owner counted.
-// Each node is therefore set aside for this owner (see pendingSet) until its
+// Each node is therefore blocked for this owner (see pendingSet) until its
 // release is known to have run, or never to have left this process.
-func (b *Backend) abandon(ctx context.Context, k redisnode.Keys, key, owner string, rs []reply, late, skip uint64) {
+func (b *Backend) abandon(ctx context.Context, k redisnode.Keys, key, owner string, rs []reply, late, asked uint64) {
 	var targets uint64
 	for _, r := range rs {
 		if r.ok || r.err != nil {
 			targets |= 1 << r.node
 		}
 	}
-	targets &^= skip
+	targets &= asked
 	if targets == 0 {
 		return
 	}
-	b.pending.add(key, owner, targets, time.Now())
+	b.pending.begin(key, owner, targets)
 	fo := b.fan(context.WithoutCancel(ctx), b.releaseTimeout(), targets, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
-		ok, err := redisnode.Release(ctx, rdb, k, owner)
-		if err == nil || neverSent(err) {
-			b.pending.settle(key, owner, i)
-		}
-		return reply{node: i, ok: ok, err: err}
+		b.probe(ctx, rdb, k, key, owner, i)
+		return reply{node: i}
 	})
 	for waiting := targets &^ late; waiting != 0; {
 		r, ok := fo.next()
@@ -499,7 +544,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 	}
 	start := b.now()
 	k := redisnode.KeysFor(b.prefix, key)
-	skip := b.pending.get(key, owner)
+	skip, _ := b.pending.blocked(key, owner)
 	fo := b.fan(ctx, b.timeout(ttl), b.all&^skip, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		ok, err := redisnode.Refresh(ctx, rdb, k, owner, ttl)
 		return reply{node: i, ok: ok, err: err}
@@ -507,7 +552,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 	rs := make([]reply, len(b.nodes))
 	waiting := b.all &^ skip
 	held, lost := 0, uint64(0)
-	for waiting != 0 && held < b.quorum && held+bits.OnesCount64(waiting) >= b.quorum {
+	for waiting != 0 && held < b.quorum && held+count(waiting) >= b.quorum {
 		r, ok := fo.next()
 		if !ok {
 			break
@@ -532,7 +577,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 		}
 		return validFor, nil
 	}
-	if bits.OnesCount64(lost) > len(b.nodes)-b.quorum {
+	if count(lost) > len(b.nodes)-b.quorum {
 		return 0, driver.ErrNotHeld
 	}
 	b.mark(rs, waiting, skip, fo.silence())
@@ -547,7 +592,7 @@ func (b *Backend) reseed(ctx context.Context, k redisnode.Keys, owner string, tt
 		token, _, err := redisnode.Acquire(ctx, rdb, k, owner, ttl, "")
 		return reply{node: i, ok: token > 0, err: err}
 	})
-	for n := bits.OnesCount64(lost); n > 0; n-- {
+	for n := count(lost); n > 0; n-- {
 		if _, ok := fo.next(); !ok {
 			break
 		}
@@ -587,7 +632,7 @@ func (b *Backend) Release(ctx context.Context, key, owner string) error {
 		}
 	}
 	fo.done()
-	b.pending.clear(key, owner)
+	b.pending.forget(key, owner)
 	switch {
 	case released >= b.quorum:
 		return nil
@@ -604,7 +649,14 @@ func (b *Backend) quorumError(op, key string, rs []reply) *QuorumError {
 	e := &QuorumError{Op: op, Key: key, Quorum: b.quorum, Nodes: make([]NodeResult, len(rs))}
 	for i, r := range rs {
 		nr := NodeResult{Addr: b.nodes[i].addr, Err: r.err}
+		if r.err == errPending {
+			if last := b.nodes[i].lastErr.Load(); last != nil {
+				nr.Err = fmt.Errorf("%w; its last error: %w", errPending, *last)
+			}
+		}
 		switch {
+		case r.err == errPending || r.err == errTooFew || r.err == errNotWaited:
+			nr.Outcome = Skipped
 		case r.err != nil:
 			nr.Outcome = Failed
 		case r.ok:
@@ -695,7 +747,8 @@ func (b *Backend) Close() error {
 	}
 	b.closeOnce.Do(func() {
 		var errs []error
-		for _, n := range b.nodes {
+		for i := range b.nodes {
+			n := &b.nodes[i]
 			errs = append(errs, n.notify.Close())
 			if b.ownsRDB {
 				errs = append(errs, n.rdb.Close())

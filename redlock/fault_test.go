@@ -1,0 +1,456 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
+	"github.com/distlock-go/distlock/redlock"
+)
+
+// within runs f and fails the test if it takes longer than bound.
+func within(t *testing.T, bound time.Duration, what string, f func()) time.Duration {
+	t.Helper()
+	start := time.Now()
+	f()
+	d := time.Since(start)
+	if d > bound {
+		t.Errorf("%s took %v; want within %v", what, d, bound)
+	}
+	return d
+}
+
+// TestTwoOfFiveKilled: with two masters dead, three still make a quorum:
+// locks are taken, renewed, contended and released as usual.
+func TestTwoOfFiveKilled(t *testing.T) {
+	srvs := startNodes(t, 5)
+	addrs := addrsOf(srvs)
+	ctx := context.Background()
+	c := distlock.New(newBackend(t, addrs), distlock.WithTTL(time.Second))
+	held, err := c.Mutex(t.Name() + "held").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvs[1].Kill(t)
+	srvs[3].Kill(t)
+
+	m := c.Mutex(t.Name())
+	var l *distlock.Lock
+	within(t, time.Second, "TryLock with 2 of 5 down", func() {
+		if l, err = m.TryLock(ctx); err != nil {
+			t.Fatalf("TryLock with 2 of 5 down: %v", err)
+		}
+	})
+	if err := held.Refresh(ctx, time.Second); err != nil {
+		t.Errorf("Refresh of a lock taken before the kill: %v", err)
+	}
+	if err := l.Refresh(ctx, time.Second); err != nil {
+		t.Errorf("Refresh: %v", err)
+	}
+	other := distlock.New(newBackend(t, addrs))
+	if _, err := other.Mutex(t.Name()).TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Errorf("TryLock of a held key with 2 of 5 down: %v; want ErrNotObtained (contention, not an error)", err)
+	}
+	// The watchdog keeps it over several TTLs.
+	time.Sleep(2 * time.Second)
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease lost under the watchdog with 2 of 5 down: %v", err)
+	}
+	// A waiter is woken by the release through the surviving nodes.
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w, err := other.Mutex(t.Name(), distlock.WithSafetyPoll(30*time.Second)).Lock(wctx)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	within(t, time.Second, "Unlock with 2 of 5 down", func() {
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+	})
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("waiter not woken 2s after the release")
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Errorf("Unlock of the lock taken before the kill: %v", err)
+	}
+}
+
+// TestThreeOfFiveKilled: without a quorum every call fails within its
+// deadline, with an error that names the dead nodes; nothing hangs or
+// leaks, and locking works again once the nodes are back.
+func TestThreeOfFiveKilled(t *testing.T) {
+	srvs := startNodes(t, 5)
+	addrs := addrsOf(srvs)
+	before := runtime.NumGoroutine()
+	b := newBackend(t, addrs)
+	c := distlock.New(b, distlock.WithTTL(time.Second))
+	m := c.Mutex(t.Name())
+	held, err := m.TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := []int{0, 2, 4}
+	for _, i := range dead {
+		srvs[i].Kill(t)
+	}
+	// checkErr wants a quorum error naming exactly the dead nodes.
+	checkErr := func(what string, err error) {
+		t.Helper()
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) || !errors.Is(err, redlock.ErrNoQuorum) {
+			t.Errorf("%s: %v; want a *QuorumError", what, err)
+			return
+		}
+		if qe.Quorum != 3 || len(qe.Nodes) != 5 {
+			t.Errorf("%s: quorum %d of %d nodes; want 3 of 5", what, qe.Quorum, len(qe.Nodes))
+		}
+		failed := 0
+		for i, n := range qe.Nodes {
+			isDead := i%2 == 0
+			if n.Addr != addrs[i] {
+				t.Errorf("%s: node %d named %q, want %q", what, i, n.Addr, addrs[i])
+			}
+			// A node whose reply came after the outcome was decided is
+			// skipped, dead or alive; otherwise dead means failed.
+			switch {
+			case n.Outcome == redlock.Skipped:
+			case isDead != (n.Outcome == redlock.Failed):
+				t.Errorf("%s: node %d (dead: %v) outcome %v (%v)", what, i, isDead, n.Outcome, n.Err)
+			case isDead:
+				failed++
+				if !strings.Contains(err.Error(), addrs[i]+": dial tcp") {
+					t.Errorf("%s: error does not name dead node %s and why: %v", what, addrs[i], err)
+				}
+			}
+		}
+		if failed == 0 {
+			t.Errorf("%s: no node reported failed: %v", what, err)
+		}
+	}
+	bounded := func(name string, f func(ctx context.Context) error) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		var err error
+		within(t, 2*time.Second, name+" with 3 of 5 down and a 500ms deadline", func() { err = f(ctx) })
+		if err == nil {
+			t.Errorf("%s with 3 of 5 down: no error", name)
+		}
+		return err
+	}
+	err = bounded("TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err })
+	checkErr("TryLock", err)
+	if errors.Is(err, distlock.ErrNotObtained) {
+		t.Errorf("TryLock with 3 of 5 down says ErrNotObtained: nodes down is not contention")
+	}
+	err = bounded("Lock", func(ctx context.Context) error { _, err := m.Lock(ctx); return err })
+	checkErr("Lock", err)
+	if !errors.Is(err, distlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock: %v; want ErrNotObtained and DeadlineExceeded", err)
+	}
+	t.Logf("Lock's error: %v", err)
+	checkErr("Refresh", bounded("Refresh", func(ctx context.Context) error { return held.Refresh(ctx, time.Second) }))
+	_, err = b.Inspect(context.Background(), t.Name())
+	if err == nil {
+		t.Errorf("Inspect with 3 of 5 down: no error")
+	}
+	bounded("Unlock", func(ctx context.Context) error { return held.Unlock(ctx) })
+
+	// All 5 down: Watch fails (no node could subscribe), naming them.
+	srvs[1].Kill(t)
+	srvs[3].Kill(t)
+	if _, err := b.Watch(context.Background(), t.Name()); err == nil || !strings.Contains(err.Error(), addrs[3]) {
+		t.Errorf("Watch with every node down: %v; want an error naming the nodes", err)
+	}
+
+	for _, s := range srvs {
+		s.Restart(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after the restarts: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock after the restarts: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	var after int
+	for range 100 {
+		if after = runtime.NumGoroutine(); after <= before+2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after > before+2 {
+		buf := make([]byte, 1<<16)
+		t.Errorf("goroutines: %d before the kill, %d after: leak\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestPausedNode: a master that stops answering (SIGSTOP) costs at most
+// one node timeout: acquisitions succeed without it, contention is
+// reported without waiting for it, and waiters are still woken.
+func TestPausedNode(t *testing.T) {
+	srvs := startNodes(t, 5)
+	addrs := addrsOf(srvs)
+	ctx := context.Background()
+	c := distlock.New(newBackend(t, addrs), distlock.WithTTL(10*time.Second))
+	m := c.Mutex(t.Name())
+	srvs[2].Pause(t)
+	defer srvs[2].Resume(t)
+
+	// Default node timeout for a 10s TTL: 50ms. Generous bounds for -race.
+	var l *distlock.Lock
+	d := within(t, time.Second, "TryLock with a paused node", func() {
+		var err error
+		if l, err = m.TryLock(ctx); err != nil {
+			t.Fatalf("TryLock with a paused node: %v", err)
+		}
+	})
+	t.Logf("TryLock with one of 5 paused: %v", d)
+	if left := time.Until(l.ValidUntil()); left < 9*time.Second {
+		t.Errorf("lease has %v left of 10s after a paused node: the wait ate it", left)
+	}
+	within(t, time.Second, "Refresh with a paused node", func() {
+		if err := l.Refresh(ctx, 10*time.Second); err != nil {
+			t.Errorf("Refresh: %v", err)
+		}
+	})
+
+	// Contention is decided by the four live nodes: no wait for the paused
+	// one, even with a long node timeout.
+	slow := distlock.New(newBackend(t, addrs, redlock.WithNodeTimeout(3*time.Second)))
+	within(t, time.Second, "TryLock of a held key (node timeout 3s)", func() {
+		if _, err := slow.Mutex(t.Name()).TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+			t.Errorf("TryLock of a held key: %v; want ErrNotObtained", err)
+		}
+	})
+
+	// A waiter subscribes without waiting for the paused node and is woken.
+	got := make(chan time.Time, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		w, err := slow.Mutex(t.Name(), distlock.WithSafetyPoll(30*time.Second)).Lock(wctx)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		_ = w.Unlock(ctx)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	within(t, time.Second, "Unlock with a paused node", func() {
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+	})
+	released := time.Now()
+	select {
+	case at, ok := <-got:
+		// The waiter's own acquisition waits out the paused node (3s).
+		if d := at.Sub(released); ok && d > 3*time.Second+time.Second {
+			t.Errorf("waiter took the lock %v after the release", d)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatalf("waiter not woken 6s after the release")
+	}
+}
+
+// TestRetryAvoidsPendingRequests: when an attempt fails while a node is
+// paused, the release sent there may run late, after a later grant of the
+// same owner — and delete it. A retry by that owner therefore leaves the
+// node out until the release is known to have run.
+func TestRetryAvoidsPendingRequests(t *testing.T) {
+	srvs := startNodes(t, 3)
+	addrs := addrsOf(srvs)
+	ctx := context.Background()
+	key := t.Name()
+	holder := newBackend(t, addrs)
+	if g, err := holder.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "holder", TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("holder: %+v, %v", g, err)
+	}
+	// Late EVALSHAs of scripts a node never saw would fail with NOSCRIPT
+	// and show nothing.
+	for _, rdb := range newClients(t, addrs) {
+		if err := redisnode.LoadScripts(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srvs[2].Pause(t)
+	b := newBackend(t, addrs, redlock.WithNodeTimeout(time.Second))
+	req := driver.AcquireRequest{Key: key, Owner: "waiter", TTL: time.Minute}
+	g, err := b.Acquire(ctx, req)
+	if err != nil || g.Acquired {
+		t.Fatalf("first attempt: %+v, %v; want not obtained", g, err)
+	}
+	if err := holder.Release(ctx, key, "holder"); err != nil {
+		t.Fatalf("holder's release: %v", err)
+	}
+	// The second attempt cannot count the paused node: it would wait a node
+	// timeout for it otherwise.
+	within(t, 500*time.Millisecond, "retry with a paused node", func() {
+		g, err = b.Acquire(ctx, req)
+	})
+	if err != nil || !g.Acquired {
+		t.Fatalf("retry: %+v, %v; want granted by the two live nodes", g, err)
+	}
+	srvs[2].Resume(t)
+	// Once the release has run there, the node counts again: a refresh
+	// re-takes it for the owner.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := b.Refresh(ctx, key, req.Owner, time.Minute); err != nil {
+			t.Fatalf("Refresh: %v", err)
+		}
+		v, _ := srvs[2].Do(t, "GET", lockKey(key))
+		if strings.HasPrefix(v, "waiter\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed node holds %q 5s later; want the lock re-taken for the owner by Refresh", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := b.Release(ctx, key, req.Owner); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}
+
+// TestRestartWithoutPersistence shows the known unsafety of Redlock and its
+// remedy, on three masters A, B and C. A holder takes the lock on A and B
+// while C is unreachable. B then restarts empty.
+//
+//   - Restarted at once, B lets a second client win {B, C} while the first
+//     lease is still valid: two holders.
+//   - Kept down for longer than the TTL, B cannot help anyone while the
+//     first lease lasts; the second client wins only after it ended.
+//   - With persistence (appendfsync always), B remembers the lock.
+//
+// Fencing tokens do not go backwards in any case; when the two holders
+// overlap they are equal (the token carried over from C), and strictly
+// greater when they do not.
+func TestRestartWithoutPersistence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restart scenarios skipped in -short mode")
+	}
+	const ttl = time.Second
+	setup := func(t *testing.T, opts ...testserver.Option) (a, b *testserver.Redis, cut *testserver.Proxy, first *distlock.Lock, second *distlock.Mutex) {
+		a, b = testserver.StartRedis(t), testserver.StartRedis(t, opts...)
+		c := testserver.StartRedis(t)
+		cut = testserver.StartProxy(t, c.Addr())
+		addrs := []string{a.Addr(), b.Addr(), cut.Addr()}
+		key := t.Name()
+		m1 := distlock.New(newBackend(t, addrs), distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).Mutex(key)
+		second = distlock.New(newBackend(t, addrs), distlock.WithTTL(10*time.Second)).Mutex(key)
+		for range 2 { // counters in sync on all three
+			l, err := m1.TryLock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = l.Unlock(context.Background())
+		}
+		cut.Cut()
+		first, err := m1.TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("first holder with C cut off: %v", err)
+		}
+		return a, b, cut, first, second
+	}
+
+	t.Run("immediate restart: two holders", func(t *testing.T) {
+		_, b, cut, first, second := setup(t)
+		b.Kill(t)
+		b.Restart(t)
+		cut.Restore()
+		l, err := second.TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("second client after B restarted empty: %v; want it to win {B, C}", err)
+		}
+		defer l.Unlock(context.Background())
+		if first.Err() != nil || !time.Now().Before(first.ValidUntil()) {
+			t.Fatalf("first lease ended (%v) before the second was granted: the overlap was not shown", first.Err())
+		}
+		t.Logf("two holders at once: tokens %d and %d", first.Token(), l.Token())
+		if l.Token() < first.Token() {
+			t.Errorf("second token %d is below the first %d", l.Token(), first.Token())
+		}
+	})
+
+	t.Run("delayed restart: no overlap", func(t *testing.T) {
+		_, b, cut, first, second := setup(t)
+		b.Kill(t)
+		downSince := time.Now()
+		cut.Restore()
+		// While the first lease lasts, A refuses and B is down: no quorum.
+		for time.Now().Before(first.ValidUntil()) {
+			if l, err := second.TryLock(context.Background()); err == nil {
+				_ = l.Unlock(context.Background())
+				t.Fatalf("second client won while B was down and the first lease valid")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Until(downSince.Add(ttl + 100*time.Millisecond)))
+		b.Restart(t)
+		l, err := second.TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("second client after the first lease expired: %v", err)
+		}
+		defer l.Unlock(context.Background())
+		select {
+		case <-first.Done():
+		default:
+			t.Errorf("first lease still valid when the second was granted")
+		}
+		if l.Token() <= first.Token() {
+			t.Errorf("second token %d is not above the first %d", l.Token(), first.Token())
+		}
+	})
+
+	t.Run("persistence: B remembers", func(t *testing.T) {
+		_, b, cut, first, second := setup(t, testserver.WithPersistence())
+		b.Kill(t)
+		b.Restart(t)
+		cut.Restore()
+		if l, err := second.TryLock(context.Background()); !errors.Is(err, distlock.ErrNotObtained) {
+			if l != nil {
+				_ = l.Unlock(context.Background())
+			}
+			t.Fatalf("second client with a persistent B: %v; want ErrNotObtained", err)
+		}
+		if err := first.Unlock(context.Background()); err != nil {
+			t.Fatalf("first Unlock: %v", err)
+		}
+		l, err := second.TryLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(context.Background())
+		if l.Token() <= first.Token() {
+			t.Errorf("second token %d is not above the first %d", l.Token(), first.Token())
+		}
+	})
+}
