@@ -21,10 +21,11 @@ type Lock struct {
 	owner string
 	token uint64
 
-	life    context.Context // cancelled, with the reason as cause, when the lease ends
-	endLife context.CancelCauseFunc
+	done chan struct{} // closed when the lease ends
 
 	mu          sync.Mutex
+	err         error         // why the lease ended; nil while held
+	onEnd       []func(error) // cancel the contexts made by Context
 	ttl         time.Duration
 	validUntil  time.Time
 	validSince  time.Time   // start of the attempt that set validUntil
@@ -46,7 +47,7 @@ func startLock(m *Mutex, owner string, start time.Time, g driver.Grant) *Lock {
 		validUntil: start.Add(g.ValidFor),
 		validSince: start,
 	}
-	l.life, l.endLife = context.WithCancelCause(context.Background())
+	l.done = make(chan struct{})
 	now := time.Now()
 	if m.opts.autoRefresh {
 		l.nextRenew = start.Add(l.interval())
@@ -59,7 +60,7 @@ func startLock(m *Mutex, owner string, start time.Time, g driver.Grant) *Lock {
 			select {
 			case <-g.Lost:
 				l.markLost()
-			case <-l.life.Done():
+			case <-l.done:
 			}
 		}()
 	}
@@ -77,15 +78,14 @@ func (l *Lock) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: on Unlock,
 // when it is lost, or when it expires. [Lock.Err] then says which.
-func (l *Lock) Done() <-chan struct{} { return l.life.Done() }
+func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held; afterwards [ErrLockReleased],
 // [ErrLockLost] or [ErrLockExpired] (which also matches ErrLockLost).
 func (l *Lock) Err() error {
-	if l.life.Err() == nil {
-		return nil
-	}
-	return context.Cause(l.life)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // Context returns a context derived from parent that is cancelled when the
@@ -93,8 +93,13 @@ func (l *Lock) Err() error {
 // the lock protects under it.
 func (l *Lock) Context(parent context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := context.AfterFunc(l.life, func() { cancel(context.Cause(l.life)) })
-	context.AfterFunc(ctx, func() { stop() })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		cancel(l.err)
+	} else {
+		l.onEnd = append(l.onEnd, cancel)
+	}
 	return ctx
 }
 
@@ -183,7 +188,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 		err = l.m.c.backend.Release(ctx, l.m.key, l.owner)
 	}
+	l.mu.Lock()
 	l.end(ErrLockReleased)
+	l.mu.Unlock()
 	switch {
 	case prior != nil:
 		return prior
@@ -195,8 +202,18 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// end ends the lease with reason; the first reason wins.
-func (l *Lock) end(reason error) { l.endLife(reason) }
+// end ends the lease with reason; the first reason wins. l.mu is held.
+func (l *Lock) end(reason error) {
+	if l.err != nil {
+		return
+	}
+	l.err = reason
+	close(l.done)
+	for _, cancel := range l.onEnd {
+		cancel(reason)
+	}
+	l.onEnd = nil
+}
 
 // tick runs on the timer: it ends the lease at its deadline and, with
 // auto-refresh, renews it when due. While a renewal is in flight the timer
@@ -204,7 +221,7 @@ func (l *Lock) end(reason error) { l.endLife(reason) }
 // server, a client that ignores ctx deadlines) cannot hold the deadline back.
 func (l *Lock) tick() {
 	l.mu.Lock()
-	if l.unlocked || l.life.Err() != nil {
+	if l.unlocked || l.err != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -231,7 +248,7 @@ func (l *Lock) tick() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.renewing = nil
-	if l.unlocked || l.life.Err() != nil {
+	if l.unlocked || l.err != nil {
 		return
 	}
 	now = time.Now()

@@ -31,6 +31,7 @@ type Backend struct {
 	waitFor  time.Duration
 	drift    func(time.Duration) time.Duration
 	notify   *redisnode.Notifier
+	keys     *redisnode.KeyCache
 	ownsRDB  bool
 }
 
@@ -84,6 +85,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if rdb != nil {
 		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
 	}
+	b.keys = redisnode.NewKeyCache(b.prefix)
 	return b
 }
 
@@ -109,7 +111,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	if err := b.check(req.Key); err != nil {
 		return driver.Grant{}, err
 	}
-	k := redisnode.KeysFor(b.prefix, req.Key)
+	k := b.keys.Get(req.Key)
 	desc := redisnode.Describe(req.Meta)
 	var (
 		token     uint64
@@ -184,7 +186,7 @@ func (b *Backend) Release(ctx context.Context, key, owner string) error {
 	if err := b.check(key); err != nil {
 		return err
 	}
-	ok, err := redisnode.Release(ctx, b.rdb, redisnode.KeysFor(b.prefix, key), owner)
+	ok, err := redisnode.Release(ctx, b.rdb, b.keys.Get(key), owner)
 	if err != nil {
 		return err
 	}
@@ -199,7 +201,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 	if err := b.check(key); err != nil {
 		return 0, err
 	}
-	ok, err := redisnode.Refresh(ctx, b.rdb, redisnode.KeysFor(b.prefix, key), owner, ttl)
+	ok, err := redisnode.Refresh(ctx, b.rdb, b.keys.Get(key), owner, ttl)
 	if err != nil {
 		return 0, err
 	}
@@ -214,7 +216,7 @@ func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
 	if err := b.check(key); err != nil {
 		return nil, err
 	}
-	return b.notify.Watch(ctx, redisnode.KeysFor(b.prefix, key).Channel)
+	return b.notify.Watch(ctx, b.keys.Get(key).Channel)
 }
 
 // Inspect implements driver.Inspector.
@@ -222,7 +224,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	if err := b.check(key); err != nil {
 		return driver.Info{}, err
 	}
-	st, err := redisnode.Inspect(ctx, b.rdb, redisnode.KeysFor(b.prefix, key))
+	st, err := redisnode.Inspect(ctx, b.rdb, b.keys.Get(key))
 	if err != nil {
 		return driver.Info{}, err
 	}

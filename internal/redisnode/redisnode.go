@@ -9,6 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"unsafe"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,12 +35,23 @@ var (
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
-	acquireScript = redis.NewScript(acquireSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	refreshScript = redis.NewScript(refreshSrc)
-	inspectScript = redis.NewScript(inspectSrc)
-	seedScript    = redis.NewScript(seedSrc)
+	acquireScript = newScript(acquireSrc)
+	releaseScript = newScript(releaseSrc)
+	refreshScript = newScript(refreshSrc)
+	inspectScript = newScript(inspectSrc)
+	seedScript    = newScript(seedSrc)
 )
+
+// script is a Lua script with its source and SHA boxed once for the hot path.
+type script struct {
+	*redis.Script
+	src, sha any
+}
+
+func newScript(src string) script {
+	s := redis.NewScript(src)
+	return script{Script: s, src: src, sha: s.Hash()}
+}
 
 // Keys are the Redis names of one lock. They share a hash slot, so the
 // scripts work on Redis Cluster.
@@ -45,6 +60,7 @@ type Keys struct {
 	Fence   string // the fencing counter; never expires
 	Channel string // published to on release
 	list    []string
+	boxed   []any // Lock, Fence and Channel as command arguments, boxed once
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -61,14 +77,55 @@ func KeysFor(prefix, name string) Keys {
 	}
 	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released"}
 	k.list = []string{k.Lock, k.Fence}
+	k.boxed = []any{k.Lock, k.Fence, k.Channel}
+	return k
+}
+
+// KeyCache remembers the Keys of recently used names, so that the hot path
+// does not build and box the same strings on every call.
+type KeyCache struct {
+	prefix string
+	mu     sync.RWMutex
+	m      map[string]Keys
+}
+
+// keyCacheSize bounds a KeyCache; past it the cache starts afresh.
+const keyCacheSize = 4096
+
+// NewKeyCache returns a cache of the keys under prefix.
+func NewKeyCache(prefix string) *KeyCache {
+	return &KeyCache{prefix: prefix, m: make(map[string]Keys)}
+}
+
+// Get returns KeysFor(prefix, name).
+func (c *KeyCache) Get(name string) Keys {
+	c.mu.RLock()
+	k, ok := c.m[name]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = KeysFor(c.prefix, name)
+	c.mu.Lock()
+	if len(c.m) >= keyCacheSize {
+		c.m = make(map[string]Keys)
+	}
+	c.m[name] = k
+	c.mu.Unlock()
 	return k
 }
 
 // Describe encodes holder metadata for the lock value: one "k=v" per line,
-// keys sorted. Newlines in values are replaced so the layout holds.
+// keys sorted. Newlines in values are replaced so the layout holds. The
+// last map seen is remembered: callers pass the same read-only map on every
+// acquisition, so the encoding is done once.
 func Describe(meta map[string]string) string {
 	if len(meta) == 0 {
 		return ""
+	}
+	id := reflect.ValueOf(meta).UnsafePointer()
+	if last := lastDesc.Load(); last != nil && last.id == id {
+		return last.text
 	}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
@@ -84,15 +141,53 @@ func Describe(meta map[string]string) string {
 		b.WriteByte('=')
 		b.WriteString(clean(meta[k]))
 	}
-	return b.String()
+	text := b.String()
+	lastDesc.Store(&described{id: id, text: text, boxed: text})
+	return text
 }
+
+type described struct {
+	id    unsafe.Pointer
+	text  string
+	boxed any
+}
+
+// boxDesc returns desc as a command argument, boxed once when it is the
+// description last made by Describe.
+func boxDesc(desc string) any {
+	if last := lastDesc.Load(); last != nil && last.text == desc {
+		return last.boxed
+	}
+	return desc
+}
+
+// boxMillis returns ttl in milliseconds as a command argument, boxed once
+// for the TTL last used: a client uses one or two TTLs.
+func boxMillis(ttl time.Duration) any {
+	ms := ttl.Milliseconds()
+	if last := lastTTL.Load(); last != nil && last.ms == ms {
+		return last.boxed
+	}
+	b := &boxedMillis{ms: ms, boxed: ms}
+	lastTTL.Store(b)
+	return b.boxed
+}
+
+type boxedMillis struct {
+	ms    int64
+	boxed any
+}
+
+var lastTTL atomic.Pointer[boxedMillis]
+
+var lastDesc atomic.Pointer[described]
 
 func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := acquireScript.Run(ctx, c, k.list, owner, ttl.Milliseconds(), desc).Int64()
+	n, err := run(ctx, c, acquireScript, k, 2, owner, boxMillis(ttl), boxDesc(desc)).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -106,7 +201,7 @@ func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, tt
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []*redis.Script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript} {
+	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -124,13 +219,13 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 
 // Release runs the release script: it reports whether owner held the lock.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := releaseScript.Run(ctx, c, k.list[:1], owner, k.Channel).Int64()
+	n, err := run(ctx, c, releaseScript, k, 1, owner, k.boxed[2]).Int64()
 	return n == 1, err
 }
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	n, err := refreshScript.Run(ctx, c, k.list[:1], owner, ttl.Milliseconds()).Int64()
+	n, err := run(ctx, c, refreshScript, k, 1, owner, boxMillis(ttl)).Int64()
 	return n == 1, err
 }
 
@@ -188,4 +283,31 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 // IsNoScript reports whether err is Redis' NOSCRIPT error.
 func IsNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// processor is what go-redis clients and pipelines have beyond Scripter.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// run calls a script with the first nkeys of k's keys, by EVALSHA with the
+// EVAL fallback on NOSCRIPT, building the command from pre-boxed keys:
+// go-redis' Script.Run would box every key and argument again per call.
+func run(ctx context.Context, c redis.Scripter, s script, k Keys, nkeys int, args ...any) *redis.Cmd {
+	p, ok := c.(processor)
+	if !ok {
+		return s.Run(ctx, c, k.list[:nkeys], args...)
+	}
+	argv := make([]any, 0, 3+nkeys+len(args))
+	argv = append(argv, "evalsha", s.sha, nkeys)
+	argv = append(argv, k.boxed[:nkeys]...)
+	argv = append(argv, args...)
+	cmd := redis.NewCmd(ctx, argv...)
+	_ = p.Process(ctx, cmd)
+	if IsNoScript(cmd.Err()) {
+		argv[0], argv[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, argv...)
+		_ = p.Process(ctx, cmd)
+	}
+	return cmd
 }
