@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"reflect"
-	"sync"
-	"sync/atomic"
-	"unsafe"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
