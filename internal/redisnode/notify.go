@@ -32,6 +32,7 @@ type Notifier struct {
 	chans   map[string]*channel
 	pings   map[string]chan struct{}
 	closed  bool
+	sweep   *time.Timer   // drops channels idle for longer than linger
 	done    chan struct{} // closed when the receive loop ends
 	nonce   atomic.Uint64
 	stopped context.CancelFunc
@@ -40,7 +41,17 @@ type Notifier struct {
 type channel struct {
 	watchers  map[*Watch]struct{}
 	confirmed bool
+	idleSince time.Time // when the last watcher left; zero while watched
 }
+
+// A channel whose last watcher left stays subscribed for linger, so that a
+// client which waits for the same lock again and again (a worker loop)
+// pays no SUBSCRIBE, PING and UNSUBSCRIBE per wait. At most maxChannels
+// stay subscribed; past that an idle channel is dropped at once.
+const (
+	linger      = 30 * time.Second
+	maxChannels = 1024
+)
 
 // NewNotifier returns a notifier on rdb. It connects on the first Watch.
 func NewNotifier(rdb redis.UniversalClient, confirmTimeout time.Duration) *Notifier {
@@ -78,6 +89,7 @@ func (n *Notifier) Watch(ctx context.Context, ch string) (*Watch, error) {
 		}
 	}
 	st.watchers[w] = struct{}{}
+	st.idleSince = time.Time{}
 	if st.confirmed {
 		n.mu.Unlock()
 		return w, nil
@@ -175,6 +187,9 @@ func (n *Notifier) Close() error {
 		return nil
 	}
 	n.closed = true
+	if n.sweep != nil {
+		n.sweep.Stop()
+	}
 	ps, done, stop := n.ps, n.done, n.stopped
 	n.mu.Unlock()
 	if ps == nil {
@@ -197,7 +212,8 @@ type Watch struct {
 // C receives after a release (or a reconnect).
 func (w *Watch) C() <-chan struct{} { return w.c }
 
-// Close drops the watch; the channel is unsubscribed with its last watcher.
+// Close drops the watch. The channel stays subscribed for a while after
+// its last watcher leaves (see linger).
 func (w *Watch) Close() error {
 	w.once.Do(func() {
 		n := w.n
@@ -208,12 +224,48 @@ func (w *Watch) Close() error {
 			return
 		}
 		delete(st.watchers, w)
-		if len(st.watchers) == 0 {
-			delete(n.chans, w.ch)
-			if !n.closed {
-				_ = n.ps.Unsubscribe(context.Background(), w.ch) // best effort; stray messages find no watcher
-			}
+		if len(st.watchers) > 0 {
+			return
+		}
+		if !st.confirmed || len(n.chans) > maxChannels {
+			n.drop(w.ch)
+			return
+		}
+		st.idleSince = time.Now()
+		if n.sweep == nil && !n.closed {
+			n.sweep = time.AfterFunc(linger, n.sweepIdle)
 		}
 	})
 	return nil
+}
+
+// drop unsubscribes ch. n.mu is held.
+func (n *Notifier) drop(ch string) {
+	delete(n.chans, ch)
+	if !n.closed {
+		_ = n.ps.Unsubscribe(context.Background(), ch) // best effort; stray messages find no watcher
+	}
+}
+
+// sweepIdle drops the channels idle for longer than linger.
+func (n *Notifier) sweepIdle() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sweep = nil
+	if n.closed {
+		return
+	}
+	idle := false
+	for ch, st := range n.chans {
+		switch {
+		case len(st.watchers) > 0:
+		case time.Since(st.idleSince) >= linger:
+			n.drop(ch)
+		default:
+			idle = true
+		}
+	}
+	if idle {
+		n.sweep = time.AfterFunc(linger, n.sweepIdle)
+	}
 }
