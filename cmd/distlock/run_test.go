@@ -5,8 +5,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -97,9 +100,14 @@ func TestRunNoWaitWhenHeld(t *testing.T) {
 	defer l.Unlock(context.Background())
 	marker := filepath.Join(t.TempDir(), "ran")
 
-	r := inProcess(t.Context(), append([]string{"run", "--url", u, "--key", "k", "--wait", "0", "--"}, child("record", marker, "0s")...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	r := inProcess(ctx, append([]string{"run", "--url", u, "--key", "k", "--wait", "0", "--"}, child("record", marker, "0s")...)...)
 	wantCode(t, r, exitNotObtained)
 	wantOneLine(t, r.stderr, "held elsewhere")
+	if r.took > 10*time.Second { // "at once", with room for a slow machine
+		t.Errorf("--wait 0 took %v", r.took)
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("CMD ran although the lock was held")
 	}
@@ -197,4 +205,48 @@ func TestRunLeaseLostFoundAtRelease(t *testing.T) {
 	r := <-done
 	wantCode(t, r, exitLeaseLost)
 	wantOneLine(t, r.stderr, "no longer held")
+}
+
+// With a terminal on stdin, CMD gets the terminal while it runs (it can read
+// it) and run takes it back afterwards. script(1) provides the terminal.
+func TestRunTerminal(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("uses util-linux script(1)")
+	}
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("script(1) not installed")
+	}
+	// The shell reads the terminal after run: that only works if run gave
+	// the terminal back.
+	line := binary + ` run --url mem:// --key k -- sh -c 'read x; echo "got:$x"; exit 4'; echo "rc=$?"; ` +
+		`read y; echo "shell:$y"; ` +
+		binary + ` run --url mem:// --key k -- sh -c 'echo second'; echo "rc=$?"`
+	cmd := exec.Command(script, "-qec", line, "/dev/null")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	_, _ = io.WriteString(stdin, "hello\nworld\n")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "second") || strings.Count(out.String(), "rc=") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no result within 30s; terminal shows:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stdin.Close()
+	got := strings.ReplaceAll(out.String(), "\r", "")
+	for _, want := range []string{"got:hello\nrc=4\nshell:world\nsecond\nrc=0\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("terminal lacks %q:\n%s", want, got)
+		}
+	}
 }
