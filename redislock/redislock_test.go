@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -467,4 +469,74 @@ func TestOpenURL(t *testing.T) {
 			t.Errorf("Open(%q) = %v; want ErrInvalidURL", bad, err)
 		}
 	}
+}
+
+// TestWaitersShareOneSubscription: many waiting goroutines of one client
+// share one pub/sub connection, and waiting again for the same lock does
+// not subscribe again.
+func TestWaitersShareOneSubscription(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	c := distlock.New(newBackend(t, rdb), distlock.WithTTL(10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := t.Name()
+	for round := range 3 {
+		holder, err := c.Mutex(key).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := c.Mutex(key).Lock(ctx)
+				if err != nil {
+					t.Errorf("round %d: %v", round, err)
+					return
+				}
+				_ = l.Unlock(ctx)
+			}()
+		}
+		time.Sleep(100 * time.Millisecond) // all six are waiting
+		if n := pubsubConns(t, srv); n != 1 {
+			t.Errorf("round %d: %d pub/sub connections for one client; want 1", round, n)
+		}
+		_ = holder.Unlock(ctx)
+		wg.Wait()
+	}
+	if n := commandCalls(t, srv, "subscribe"); n != 1 {
+		t.Errorf("SUBSCRIBE called %d times over 3 rounds of waiting; want 1", n)
+	}
+}
+
+func pubsubConns(t *testing.T, srv *testserver.Redis) int {
+	t.Helper()
+	out, err := srv.Do(t, "CLIENT", "LIST", "TYPE", "pubsub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func commandCalls(t *testing.T, srv *testserver.Redis, cmd string) int {
+	t.Helper()
+	out, err := srv.Do(t, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+			return n
+		}
+	}
+	return 0
 }
