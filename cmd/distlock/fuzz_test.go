@@ -18,7 +18,8 @@ var urlSeeds = []string{
 	"redis://h:6379/0?prefix=app:&dial_timeout=1s", "redis://h:6379/0?pool_size=x",
 	"rediss://h:6380/0", "redis+sentinel://a:26379,b:26379/mymaster", "redis+sentinel://a:26379/",
 	"redis+sentinel://a:1/m/x", "redis+cluster://a:7000,b:7001", "redis+cluster://a:7000/3",
-	"redis+cluster://", "redis+cluster://a,b", "redlock://a:1,b:2,c:3",
+	"redis+cluster://", "redis+cluster://a,b", "redlock://a:1,b:2,c:3", "redlock://a:1?node_timeout=x",
+	"redlock://", "redlock://a:1,a:1/2?prefix=p",
 	"localhost:6379", "//user:secret@host:1", "zk://h", "%", "redis://%zz", "redis://h:99999/0",
 	"redis://h:1/0#frag", "\x00://", "redis://user:p%40ss@h:1/0",
 }

@@ -9,6 +9,7 @@ import (
 	// Backends register their URL schemes when imported.
 	_ "github.com/distlock-go/distlock/memlock"
 	_ "github.com/distlock-go/distlock/redislock"
+	_ "github.com/distlock-go/distlock/redlock"
 )
 
 func main() {

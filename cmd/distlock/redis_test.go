@@ -181,14 +181,22 @@ func TestRunBackendUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	// The client retries a refused connection for a few seconds: run the
+	// cases side by side.
 	for _, wait := range []string{"0", "forever"} {
-		r := runBin(t, append([]string{"run", "--url", u, "--key", "k", "--wait", wait, "--"}, child("exit", "0")...)...)
-		wantCode(t, r, exitUnavailable)
-		wantOneLine(t, r.stderr, "backend unavailable")
+		t.Run("run --wait "+wait, func(t *testing.T) {
+			t.Parallel()
+			r := runBin(t, append([]string{"run", "--url", u, "--key", "k", "--wait", wait, "--"}, child("exit", "0")...)...)
+			wantCode(t, r, exitUnavailable)
+			wantOneLine(t, r.stderr, "backend unavailable")
+		})
 	}
-	r := runBin(t, "status", "--url", u, "k")
-	wantCode(t, r, exitUnavailable)
-	wantOneLine(t, r.stderr, "connection refused")
+	t.Run("status", func(t *testing.T) {
+		t.Parallel()
+		r := runBin(t, "status", "--url", u, "k")
+		wantCode(t, r, exitUnavailable)
+		wantOneLine(t, r.stderr, "connection refused")
+	})
 }
 
 func TestStatus(t *testing.T) {
@@ -275,4 +283,35 @@ func TestDemoWithoutRedisServer(t *testing.T) {
 	r := p.wait(t, 30*time.Second)
 	wantCode(t, r, exitUnavailable)
 	wantOneLine(t, r.stderr, "scripts/install-deps.sh")
+}
+
+// The same guarantees over Redlock: three independent servers.
+func TestRunRedlock(t *testing.T) {
+	t.Parallel()
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, testserver.StartRedis(t).Addr())
+	}
+	u := "redlock://" + strings.Join(addrs, ",")
+	log := filepath.Join(t.TempDir(), "log")
+	const n = 4
+	procs := make([]*process, n)
+	for i := range procs {
+		procs[i] = startBin(t, append([]string{"run", "--url", u, "--key", "shared", "--"}, child("record", log, "30ms")...)...)
+	}
+	for _, p := range procs {
+		wantCode(t, p.wait(t, 60*time.Second), 0)
+	}
+	checkNoOverlap(t, log, n)
+
+	holder, _ := holdLock(t, u, "held")
+	r := runBin(t, "status", "--url", u, "--json", "held")
+	wantCode(t, r, 0)
+	var got []keyStatus
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 || !got[0].Held {
+		t.Fatalf("status: %v\n%s", err, r.stdout)
+	}
+	if pid := got[0].Meta["pid"]; pid != "" && pid != strconv.Itoa(holder.cmd.Process.Pid) {
+		t.Errorf("status: pid %q, want the holder's %d", pid, holder.cmd.Process.Pid)
+	}
 }
