@@ -40,8 +40,14 @@
 // SIGUSR1 and SIGUSR2 sent to run are forwarded to that group. When run's
 // standard input is the terminal and run is in the foreground, the terminal
 // is handed to CMD's group while it runs, so interactive commands work and
-// Ctrl-C reaches CMD once. On Linux, CMD is killed if run itself dies (for
-// example by SIGKILL), since nothing would renew the lease any more.
+// Ctrl-C reaches CMD once; on Linux, Ctrl-Z suspends CMD and run together
+// as one job, and fg resumes both (the lease is not renewed meanwhile, so a
+// suspension longer than the TTL ends in status 79). On Linux, CMD is also
+// killed if run itself dies (for example by SIGKILL), since nothing would
+// renew the lease any more.
+//
+// Processes that CMD leaves running in its group when it exits are not
+// waited for; if the lease was lost, they are killed.
 //
 // If the lease is lost while CMD runs — a renewal is refused because the
 // key expired or was taken over, or no renewal was confirmed before the

@@ -14,7 +14,14 @@ var forwardedSignals = []os.Signal{os.Interrupt}
 
 var sigTerm os.Signal = os.Kill
 
-func prepareChild(*exec.Cmd, io.Reader) (reclaim func()) { return func() {} }
+func prepareChild(*exec.Cmd, io.Reader) *terminal { return nil }
+
+// terminal stands for a terminal handed to CMD, which is never done here.
+type terminal struct{}
+
+func (*terminal) childChanged() <-chan os.Signal { return nil }
+func (*terminal) release()                       {}
+func (*terminal) followStop(*os.Process)         {}
 
 func prepareServer(*exec.Cmd) {}
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"syscall"
 )
 
@@ -21,21 +22,78 @@ var sigTerm os.Signal = syscall.SIGTERM
 // lease stops everything CMD started and not only CMD. When stdin is the
 // terminal and run is in its foreground, CMD's group gets the terminal
 // (interactive commands keep working, and Ctrl-C reaches CMD once); the
-// returned function hands it back to run once CMD has exited.
-func prepareChild(cmd *exec.Cmd, stdin io.Reader) (reclaim func()) {
+// returned terminal hands it back (nil when there is none).
+func prepareChild(cmd *exec.Cmd, stdin io.Reader) *terminal {
 	attr := &syscall.SysProcAttr{Setpgid: true}
 	setDeathSignal(attr)
 	cmd.SysProcAttr = attr
-	reclaim = func() {}
-	if f, ok := stdin.(*os.File); ok {
-		fd := int(f.Fd())
-		if isForeground(fd) {
-			attr.Foreground = true
-			attr.Ctty = fd
-			reclaim = func() { takeForeground(fd) }
-		}
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return nil
 	}
-	return reclaim
+	fd := int(f.Fd())
+	if foregroundGroup(fd) != syscall.Getpgrp() {
+		return nil
+	}
+	attr.Foreground = true
+	attr.Ctty = fd
+	t := &terminal{fd: fd, chld: make(chan os.Signal, 1)}
+	signal.Notify(t.chld, syscall.SIGCHLD)
+	return t
+}
+
+// terminal is the controlling terminal that CMD's process group was given.
+// A nil *terminal stands for none: its methods do nothing.
+type terminal struct {
+	fd   int
+	chld chan os.Signal // SIGCHLD: CMD may have stopped
+}
+
+// childChanged receives when CMD may have stopped or continued.
+func (t *terminal) childChanged() <-chan os.Signal {
+	if t == nil {
+		return nil
+	}
+	return t.chld
+}
+
+// release takes the terminal back from CMD's group once CMD has exited.
+func (t *terminal) release() {
+	if t == nil {
+		return
+	}
+	signal.Stop(t.chld)
+	takeForeground(t.fd)
+}
+
+// followStop does job control for CMD, which the shell cannot do: the shell
+// waits for run, not for CMD.
+//
+// A Ctrl-Z stops CMD's group, which holds the terminal. run then takes the
+// terminal and stops itself, which the shell sees; when the shell continues
+// run (fg) and makes it the foreground again, run hands the terminal to CMD
+// and continues it. CMD that reads the terminal while not in the foreground
+// is stopped too: if run holds the terminal, it hands it over; if run is in
+// the background itself (bg), it stops, as a job that wants the terminal
+// does. While run is stopped the lease is not renewed, so a stop longer
+// than the TTL ends in exit status 79.
+func (t *terminal) followStop(p *os.Process) {
+	if t == nil || !childStopped(p.Pid) {
+		return
+	}
+	if owner := foregroundGroup(t.fd); owner != syscall.Getpgrp() {
+		if owner == p.Pid {
+			takeForeground(t.fd)
+		}
+		_ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP)
+	}
+	// Continued by the shell, or never stopped. A shell may continue run
+	// before it hands it the terminal: then CMD is stopped again when it
+	// reads the terminal, and the next call hands it over.
+	if foregroundGroup(t.fd) == syscall.Getpgrp() {
+		giveForeground(t.fd, p.Pid)
+	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGCONT)
 }
 
 // prepareServer sets up the demo's redis-server: in a group of its own, so

@@ -207,10 +207,11 @@ func TestRunLeaseLostFoundAtRelease(t *testing.T) {
 	wantOneLine(t, r.stderr, "no longer held")
 }
 
-// With a terminal on stdin, CMD gets the terminal while it runs (it can read
-// it) and run takes it back afterwards. script(1) provides the terminal.
-func TestRunTerminal(t *testing.T) {
-	t.Parallel()
+// inTerminal runs shell line under script(1), which gives it a terminal,
+// and returns a function that waits until the terminal shows want, and one
+// that types.
+func inTerminal(t *testing.T, line string) (expect func(want string) string, typ func(string)) {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("uses util-linux script(1)")
 	}
@@ -218,14 +219,9 @@ func TestRunTerminal(t *testing.T) {
 	if err != nil {
 		t.Skip("script(1) not installed")
 	}
-	// The shell reads the terminal after run: that only works if run gave
-	// the terminal back.
-	line := binary + ` run --url mem:// --key k -- sh -c 'read x; echo "got:$x"; exit 4'; echo "rc=$?"; ` +
-		`read y; echo "shell:$y"; ` +
-		binary + ` run --url mem:// --key k -- sh -c 'echo second'; echo "rc=$?"`
 	cmd := exec.Command(script, "-qec", line, "/dev/null")
-	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := new(lockedBuffer)
+	cmd.Stdout, cmd.Stderr = out, out
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -233,20 +229,53 @@ func TestRunTerminal(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	_, _ = io.WriteString(stdin, "hello\nworld\n")
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "second") || strings.Count(out.String(), "rc=") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no result within 30s; terminal shows:\n%s", out.String())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	expect = func(want string) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := strings.ReplaceAll(out.String(), "\r", "")
+			if strings.Contains(got, want) {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal does not show %q within 30s:\n%s", want, got)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	stdin.Close()
-	got := strings.ReplaceAll(out.String(), "\r", "")
-	for _, want := range []string{"got:hello\nrc=4\nshell:world\nsecond\nrc=0\n"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("terminal lacks %q:\n%s", want, got)
+	typ = func(s string) {
+		if _, err := io.WriteString(stdin, s); err != nil {
+			t.Fatal(err)
 		}
 	}
+	return expect, typ
+}
+
+// With a terminal on stdin, CMD gets the terminal while it runs (it can read
+// it) and run takes it back afterwards.
+func TestRunTerminal(t *testing.T) {
+	t.Parallel()
+	// The shell reads the terminal after run: that only works if run gave
+	// the terminal back.
+	expect, typ := inTerminal(t, binary+` run --url mem:// --key k -- sh -c 'read x; echo "got:$x"; exit 4'; echo "rc=$?"; `+
+		`read y; echo "shell:$y"; `+
+		binary+` run --url mem:// --key k -- sh -c 'echo second'; echo "rc=$?"`)
+	typ("hello\nworld\n")
+	expect("got:hello\nrc=4\nshell:world\nsecond\nrc=0\n")
+}
+
+// Ctrl-Z suspends CMD and run as one job, and fg resumes both.
+func TestRunTerminalSuspend(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash not installed")
+	}
+	expect, typ := inTerminal(t, `bash -c 'set -m; `+binary+` run --url mem:// --key k -- sh -c "echo reading; read x; echo got:\$x; exit 5"; `+
+		`echo "stopped=$?"; fg; echo "rc=$?"'`)
+	expect("reading\n")
+	typ("\x1a") // Ctrl-Z
+	expect("stopped=147")
+	typ("hello\n")
+	expect("got:hello\nrc=5\n")
 }

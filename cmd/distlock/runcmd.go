@@ -264,11 +264,11 @@ func (c *cli) supervise(ctx context.Context, l *distlock.Lock, o *runOptions, pa
 		Stdout: c.stdout,
 		Stderr: c.stderr,
 	}
-	reclaim := prepareChild(cmd, c.stdin)
+	term := prepareChild(cmd, c.stdin)
 
 	exited, err := startReaped(cmd)
 	if err != nil {
-		reclaim()
+		term.release()
 		c.unlock(ctx, l, o.key)
 		code := exitCannotExec
 		if errors.Is(err, fs.ErrNotExist) {
@@ -289,6 +289,8 @@ wait:
 		select {
 		case s := <-sigs:
 			signalChild(cmd.Process, s)
+		case <-term.childChanged():
+			term.followStop(cmd.Process)
 		case <-ctxDone:
 			ctxDone = nil
 			signalChild(cmd.Process, sigTerm)
@@ -308,7 +310,7 @@ wait:
 			break wait
 		}
 	}
-	reclaim()
+	term.release()
 	status := exitStatus(cmd.ProcessState)
 	if cmd.ProcessState == nil {
 		// Wait failed without reaping; there is no status to pass on.

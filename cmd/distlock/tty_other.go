@@ -2,9 +2,11 @@
 
 package main
 
-// isForeground reports false: handing the terminal to CMD is implemented
-// on Linux and macOS only. Elsewhere an interactive CMD that reads the
-// terminal is stopped, as any background job is.
-func isForeground(int) bool { return false }
+// foregroundGroup returns -1, "not a terminal": handing the terminal to
+// CMD is implemented on Linux and macOS only. Elsewhere an interactive CMD
+// that reads the terminal is stopped, as any background job is.
+func foregroundGroup(int) int { return -1 }
 
 func takeForeground(int) {}
+
+func giveForeground(int, int) {}
