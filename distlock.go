@@ -15,7 +15,9 @@ import (
 // cheap to share: create one per backend and keep it.
 type Client struct {
 	backend driver.Backend
+	caps    driver.Capabilities
 	waiter  driver.Waiter // nil when the backend cannot notify
+	queuer  driver.Queuer // nil when the backend cannot queue fairly
 	opts    options
 	owned   bool // made by Open: Close closes the backend
 }
@@ -26,8 +28,12 @@ type Client struct {
 func New(backend driver.Backend, opts ...Option) *Client {
 	c := &Client{backend: backend, opts: defaultOptions()}
 	if backend != nil {
-		if w, ok := backend.(driver.Waiter); ok && backend.Capabilities().NotifiedWait {
+		c.caps = backend.Capabilities()
+		if w, ok := backend.(driver.Waiter); ok && c.caps.NotifiedWait {
 			c.waiter = w
+		}
+		if q, ok := backend.(driver.Queuer); ok && c.caps.Fair {
+			c.queuer = q
 		}
 	}
 	for _, opt := range opts {
@@ -109,6 +115,11 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	}
 	owner := newOwner()
 	req := m.request(owner)
+	if req.Fair {
+		// A queued waiter renews its place with every attempt; the place
+		// outlives a few missed attempts, not a vanished waiter for long.
+		req.Queue = 2*m.opts.safetyPoll + time.Second
+	}
 	var (
 		watch     driver.Watch
 		lastErr   error
@@ -157,6 +168,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		if err == nil && g.RetryAfter > 0 && delay > g.RetryAfter {
 			delay = g.RetryAfter
 		}
+		if req.Fair && delay > req.Queue/3 {
+			delay = req.Queue / 3
+		}
 		if ctx.Err() == nil {
 			if timer == nil {
 				timer = time.NewTimer(delay)
@@ -175,7 +189,10 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 			case <-ctx.Done():
 			}
 		}
-		if ambiguous {
+		switch {
+		case req.Fair:
+			m.leave(ctx, owner)
+		case ambiguous:
 			m.abandon(ctx, owner)
 		}
 		if lastErr != nil {
@@ -192,11 +209,14 @@ func (m *Mutex) check(ctx context.Context) error {
 	if m.c == nil || m.c.backend == nil {
 		return fmt.Errorf("%w: nil backend", ErrInvalidBackend)
 	}
+	if m.opts.fair && m.c.queuer == nil {
+		return fmt.Errorf("distlock: fair lock %q: %w by this backend", m.key, errors.ErrUnsupported)
+	}
 	return m.opts.validate(m.key)
 }
 
 func (m *Mutex) request(owner string) driver.AcquireRequest {
-	return driver.AcquireRequest{Key: m.key, Owner: owner, TTL: m.opts.ttl, Meta: m.opts.meta}
+	return driver.AcquireRequest{Key: m.key, Owner: owner, TTL: m.opts.ttl, Meta: m.opts.meta, Fair: m.opts.fair}
 }
 
 // abandon releases what an attempt with an unknown outcome may have taken.
@@ -205,6 +225,14 @@ func (m *Mutex) abandon(ctx context.Context, owner string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
 	defer cancel()
 	_ = m.c.backend.Release(rctx, m.key, owner) // best effort: the lease expires anyway
+}
+
+// leave gives up a fair waiter's place in the queue (and a grant that
+// raced with giving up), detached from ctx like abandon.
+func (m *Mutex) leave(ctx context.Context, owner string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
+	defer cancel()
+	_ = m.c.queuer.Leave(rctx, m.key, owner)
 }
 
 func (m *Mutex) newLock(owner string, start time.Time, g driver.Grant) (*Lock, error) {

@@ -21,6 +21,7 @@ type options struct {
 	safetyPoll      time.Duration
 	releaseTimeout  time.Duration
 	meta            map[string]string
+	fair            bool
 	err             error // first invalid option, reported by Lock and TryLock
 }
 
@@ -105,6 +106,17 @@ func WithReleaseTimeout(d time.Duration) Option {
 		}
 		o.releaseTimeout = d
 	}
+}
+
+// WithFairness makes the lock first-come, first-served: [Mutex.Lock] joins
+// the key's queue of waiters and is granted the lock in turn, so no waiter
+// starves and waits are bounded by the queue ahead; [Mutex.TryLock] does
+// not jump the queue. Every client locking the key must use it: a client
+// without it ignores the queue. Fairness costs throughput (no barging by
+// the last holder). Backends that cannot queue (see driver.Capabilities)
+// make Lock and TryLock fail with an error wrapping errors.ErrUnsupported.
+func WithFairness() Option {
+	return func(o *options) { o.fair = true }
 }
 
 // WithMetadata adds descriptive fields stored with the lock by backends that

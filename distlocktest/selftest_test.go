@@ -65,7 +65,7 @@ func runCheck(name string, c check, h Harness) *recorder {
 
 func findCheck(t *testing.T, name string) check {
 	t.Helper()
-	for _, c := range checks {
+	for _, c := range append(checks[:len(checks):len(checks)], fairChecks...) {
 		if c.name == name {
 			return c
 		}
@@ -81,6 +81,14 @@ type broken struct {
 	release func(b *memlock.Backend, ctx context.Context, key, owner string) error
 	refresh func(b *memlock.Backend, ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
 	watch   func(b *memlock.Backend, ctx context.Context, key string) (driver.Watch, error)
+	leave   func(b *memlock.Backend, ctx context.Context, key, owner string) error
+}
+
+func (b *broken) Leave(ctx context.Context, key, owner string) error {
+	if b.leave != nil {
+		return b.leave(b.Backend, ctx, key, owner)
+	}
+	return b.Backend.Leave(ctx, key, owner)
 }
 
 func (b *broken) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
@@ -228,6 +236,23 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 			},
 			checks: []string{"LockWakesPromptly"},
 		},
+		{
+			name: "claims fairness, ignores the queue",
+			b: func() *broken {
+				return &broken{acquire: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+					req.Fair, req.Queue = false, 0
+					return b.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"FairOrder", "FairNoQueueJumping"},
+		},
+		{
+			name: "a waiter that gives up keeps its place",
+			b: func() *broken {
+				return &broken{leave: func(*memlock.Backend, context.Context, string, string) error { return nil }}
+			},
+			checks: []string{"FairGiveUpFreesPlace"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,7 +286,7 @@ func TestSuitePassesOnReference(t *testing.T) {
 		Expire:     func(_ TB, key string) { b.Expire(key) },
 		TTL:        100 * time.Millisecond,
 	}
-	for _, c := range checks {
+	for _, c := range append(checks[:len(checks):len(checks)], fairChecks...) {
 		if r := runCheck(t.Name()+"/"+c.name, c, h); r.Failed() {
 			t.Errorf("check %s failed on memlock: %v", c.name, r.msgs)
 		}

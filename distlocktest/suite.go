@@ -38,6 +38,13 @@ var checks = []check{
 	{"InvalidInput", testInvalidInput},
 }
 
+// fairChecks run for backends that claim driver.Capabilities.Fair.
+var fairChecks = []check{
+	{"FairOrder", testFairOrder},
+	{"FairNoQueueJumping", testFairNoQueueJumping},
+	{"FairGiveUpFreesPlace", testFairGiveUp},
+}
+
 // Run runs the conformance suite against the backend h describes, each
 // check as a subtest.
 func Run(t *testing.T, h Harness) {
@@ -45,7 +52,13 @@ func Run(t *testing.T, h Harness) {
 	if h.NewBackend == nil || h.Expire == nil {
 		t.Fatal("distlocktest: Harness.NewBackend and Harness.Expire are required")
 	}
-	for _, c := range checks {
+	all := checks
+	if h.NewBackend(t).Capabilities().Fair {
+		all = append(all[:len(all):len(all)], fairChecks...)
+	} else {
+		t.Logf("distlocktest: the backend does not claim Fair; fair-lock checks not run")
+	}
+	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}
 }
@@ -516,5 +529,137 @@ func testInvalidInput(t TB, h Harness) {
 		if _, err := tc.m.Lock(ctx); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Lock error %v; want %v", tc.name, err, tc.want)
 		}
+	}
+}
+
+func testFairOrder(t TB, h Harness) {
+	key := uniqueKey(t)
+	fair := distlock.WithFairness()
+	holder := mustLock(t, newClient(t, h, fair).Mutex(key))
+	const n = 5
+	order := make(chan int, n)
+	errs := make(chan error, n)
+	for i := range n {
+		m := newClient(t, h, fair, distlock.WithTTL(10*time.Second)).Mutex(key)
+		go func() {
+			l, err := m.Lock(timeout(t, 30*time.Second))
+			if err != nil {
+				errs <- err
+				return
+			}
+			order <- i
+			time.Sleep(10 * time.Millisecond)
+			_ = l.Unlock(context.Background())
+		}()
+		time.Sleep(100 * time.Millisecond) // waiter i queues before i+1 starts
+	}
+	if err := holder.Unlock(timeout(t, 5*time.Second)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	var got []int
+	for range n {
+		select {
+		case i := <-order:
+			got = append(got, i)
+		case err := <-errs:
+			t.Fatalf("fair waiter: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("fair waiters stuck; order so far %v", got)
+		}
+	}
+	for i, w := range got {
+		if w != i {
+			t.Fatalf("fair waiters acquired in order %v; want the order they queued in", got)
+		}
+	}
+}
+
+// testFairNoQueueJumping works on the driver directly, so that the queued
+// waiter provably has not retried when the others try.
+func testFairNoQueueJumping(t TB, h Harness) {
+	key := uniqueKey(t)
+	b := h.NewBackend(t)
+	ctx := timeout(t, 10*time.Second)
+	acquire := func(owner string, queue time.Duration) driver.Grant {
+		t.Helper()
+		g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: owner, TTL: 10 * time.Second, Fair: true, Queue: queue})
+		if err != nil {
+			t.Fatalf("Acquire(%s): %v", owner, err)
+		}
+		return g
+	}
+	if !acquire("holder", 0).Acquired {
+		t.Fatalf("first fair Acquire of a free key not granted")
+	}
+	if acquire("waiter", 10*time.Second).Acquired {
+		t.Fatalf("fair Acquire of a held key granted")
+	}
+	if err := b.Release(ctx, key, "holder"); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	// The key is free, but "waiter" queued first.
+	if g := acquire("jumper", 0); g.Acquired {
+		t.Errorf("a fair attempt that did not queue took the lock ahead of a queued waiter")
+	}
+	if g := acquire("latecomer", 10*time.Second); g.Acquired {
+		t.Errorf("a later fair waiter took the lock ahead of the first")
+	}
+	g := acquire("waiter", 10*time.Second)
+	if !g.Acquired {
+		t.Fatalf("the first queued waiter was not granted the free lock")
+	}
+	if err := b.Release(ctx, key, "waiter"); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+	if !acquire("latecomer", 10*time.Second).Acquired {
+		t.Errorf("the second queued waiter was not granted the lock after the first")
+	}
+	_ = b.Release(ctx, key, "latecomer")
+	q, ok := b.(driver.Queuer)
+	if !ok {
+		t.Fatalf("backend claims Fair but does not implement driver.Queuer")
+	}
+	_ = q.Leave(ctx, key, "jumper")
+}
+
+func testFairGiveUp(t TB, h Harness) {
+	key := uniqueKey(t)
+	fair := distlock.WithFairness()
+	holder := mustLock(t, newClient(t, h, fair).Mutex(key))
+	quitter := newClient(t, h, fair).Mutex(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	quit := make(chan error, 1)
+	go func() {
+		_, err := quitter.Lock(ctx)
+		quit <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the quitter queues first
+	got := make(chan time.Time, 1)
+	next := newClient(t, h, fair).Mutex(key)
+	go func() {
+		l, err := next.Lock(timeout(t, 20*time.Second))
+		if err != nil {
+			t.Errorf("second waiter: %v", err)
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(context.Background())
+	}()
+	if err := <-quit; !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("quitting waiter: %v; want ErrNotObtained", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := holder.Unlock(timeout(t, 5*time.Second)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	released := time.Now()
+	select {
+	case at := <-got:
+		if d := at.Sub(released); d > time.Second {
+			t.Errorf("the waiter behind one that gave up got the lock %v after the release; want promptly (the place was given up)", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the waiter behind one that gave up never got the lock")
 	}
 }

@@ -67,8 +67,21 @@ type AcquireRequest struct {
 	Owner string        // random owner token, see the package doc
 	TTL   time.Duration // lease length, > 0
 	// Meta describes the holder for inspection tools (host, pid, ...).
-	// Backends that can store it should; it never affects locking.
+	// Backends that can store it should; it never affects locking. The
+	// same read-only map may be passed on every call: do not modify it.
 	Meta map[string]string
+
+	// Fair asks for first-come, first-served order (Capabilities.Fair):
+	// the lock is granted only if it is free and no live waiter queued
+	// before this owner.
+	Fair bool
+
+	// Queue, with Fair, asks a backend to put the owner in the key's queue
+	// of waiters when the attempt is not granted, or to keep it there. The
+	// entry lives for Queue unless the next attempt renews it, so a waiter
+	// that vanishes holds up the queue for at most that long. Zero: an
+	// attempt that does not queue (TryLock).
+	Queue time.Duration
 }
 
 // Grant is the outcome of one acquisition attempt.
@@ -102,6 +115,18 @@ type Capabilities struct {
 	// NotifiedWait: the backend implements [Waiter] and notifies a watcher
 	// within about one round trip of a release.
 	NotifiedWait bool
+
+	// Fair: the backend honours AcquireRequest.Fair and Queue, granting
+	// the lock to waiters in the order they queued, and implements [Queuer].
+	Fair bool
+}
+
+// Queuer is implemented by fair backends.
+type Queuer interface {
+	// Leave takes owner out of key's queue of waiters, and releases the
+	// lock if owner holds it (a grant that raced with giving up). It is
+	// not an error if owner was in neither.
+	Leave(ctx context.Context, key, owner string) error
 }
 
 // Waiter is implemented by backends that can notify waiters of a release,

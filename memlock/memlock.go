@@ -28,6 +28,12 @@ type Backend struct {
 	locks    map[string]*entry
 	fences   map[string]uint64 // kept after release: tokens never go back
 	watchers map[string]map[*watch]struct{}
+	queues   map[string][]waiter // fair waiters, first come first
+}
+
+type waiter struct {
+	owner    string
+	deadline time.Time // dropped from the queue unless renewed by then
 }
 
 type entry struct {
@@ -43,6 +49,7 @@ var (
 	_ driver.Backend   = (*Backend)(nil)
 	_ driver.Waiter    = (*Backend)(nil)
 	_ driver.Inspector = (*Backend)(nil)
+	_ driver.Queuer    = (*Backend)(nil)
 )
 
 // New returns an empty store.
@@ -51,12 +58,13 @@ func New() *Backend {
 		locks:    make(map[string]*entry),
 		fences:   make(map[string]uint64),
 		watchers: make(map[string]map[*watch]struct{}),
+		queues:   make(map[string][]waiter),
 	}
 }
 
 // Capabilities implements driver.Backend.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true}
+	return driver.Capabilities{NotifiedWait: true, Fair: true}
 }
 
 // held returns key's live entry, dropping an expired one. b.mu is held.
@@ -80,11 +88,21 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	defer b.mu.Unlock()
 	if e := b.held(req.Key, now); e != nil {
 		if e.owner != req.Owner {
+			if req.Fair && req.Queue > 0 {
+				b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
+			}
 			return driver.Grant{RetryAfter: e.expires.Sub(now)}, nil
 		}
 		e.extend(now, req.TTL) // a retry of our own attempt
 		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
 	}
+	if req.Fair && !b.mayGo(req.Key, req.Owner, now) {
+		if req.Queue > 0 {
+			b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
+		}
+		return driver.Grant{}, nil
+	}
+	b.dequeue(req.Key, req.Owner)
 	b.fences[req.Key]++
 	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta}
 	key := req.Key
@@ -97,6 +115,69 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 func (e *entry) extend(now time.Time, ttl time.Duration) {
 	e.expires = now.Add(ttl)
 	e.timer.Reset(ttl)
+}
+
+// mayGo reports whether owner is first among the live waiters of key (or
+// there are none), dropping waiters whose place lapsed. b.mu is held.
+func (b *Backend) mayGo(key, owner string, now time.Time) bool {
+	q := b.queues[key]
+	for len(q) > 0 && !now.Before(q[0].deadline) {
+		q = q[1:]
+	}
+	b.setQueue(key, q)
+	return len(q) == 0 || q[0].owner == owner
+}
+
+// enqueue adds owner at the back of key's queue, or renews its place.
+func (b *Backend) enqueue(key, owner string, deadline time.Time) {
+	q := b.queues[key]
+	for i := range q {
+		if q[i].owner == owner {
+			q[i].deadline = deadline
+			return
+		}
+	}
+	b.queues[key] = append(q, waiter{owner: owner, deadline: deadline})
+}
+
+// dequeue removes owner from key's queue. It reports whether owner was the
+// first in it.
+func (b *Backend) dequeue(key, owner string) bool {
+	q := b.queues[key]
+	for i := range q {
+		if q[i].owner == owner {
+			b.setQueue(key, append(q[:i:i], q[i+1:]...))
+			return i == 0
+		}
+	}
+	return false
+}
+
+func (b *Backend) setQueue(key string, q []waiter) {
+	if len(q) == 0 {
+		delete(b.queues, key)
+	} else {
+		b.queues[key] = q
+	}
+}
+
+// Leave implements driver.Queuer.
+func (b *Backend) Leave(ctx context.Context, key, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wasFirst := b.dequeue(key, owner)
+	if e := b.held(key, time.Now()); e != nil && e.owner == owner {
+		e.timer.Stop()
+		delete(b.locks, key)
+		wasFirst = true
+	}
+	if wasFirst { // the next waiter may go now
+		b.notify(key)
+	}
+	return nil
 }
 
 // expired runs when a lease's timer fires: the waiters may now take it.

@@ -39,6 +39,7 @@ var (
 	_ driver.Backend   = (*Backend)(nil)
 	_ driver.Waiter    = (*Backend)(nil)
 	_ driver.Inspector = (*Backend)(nil)
+	_ driver.Queuer    = (*Backend)(nil)
 )
 
 // An Option configures a [Backend].
@@ -101,9 +102,10 @@ func (b *Backend) check(key string) error {
 	return nil
 }
 
-// Capabilities implements driver.Backend: waiters are notified.
+// Capabilities implements driver.Backend: waiters are notified, and fair
+// (first-come, first-served) locks are supported.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true}
+	return driver.Capabilities{NotifiedWait: true, Fair: true}
 }
 
 // Acquire implements driver.Backend in one round trip (two with WithReplicas).
@@ -120,6 +122,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	)
 	if b.replicas > 0 {
 		token, holderTTL, err = b.acquireReplicated(ctx, k, req, desc)
+	} else if req.Fair {
+		token, holderTTL, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue)
 	} else {
 		token, holderTTL, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
 	}
@@ -145,7 +149,12 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 	}
 	run := func() (*redis.Cmd, *redis.IntCmd, error) {
 		pipe := node.Pipeline()
-		acq := redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
+		var acq *redis.Cmd
+		if req.Fair {
+			acq = redisnode.AcquireFairCmd(ctx, pipe, k, req.Owner, req.TTL, desc, req.Queue)
+		} else {
+			acq = redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
+		}
 		wait := waitCmd(ctx, pipe, b.replicas, b.waitFor)
 		_, err := pipe.Exec(ctx)
 		return acq, wait, err
@@ -209,6 +218,14 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 		return 0, driver.ErrNotHeld
 	}
 	return ttl - b.drift(ttl), nil
+}
+
+// Leave implements driver.Queuer.
+func (b *Backend) Leave(ctx context.Context, key, owner string) error {
+	if err := b.check(key); err != nil {
+		return err
+	}
+	return redisnode.Leave(ctx, b.rdb, b.keys.Get(key), owner)
 }
 
 // Watch implements driver.Waiter over the client's shared subscription.

@@ -32,6 +32,10 @@ var (
 	inspectSrc string
 	//go:embed lua/seed.lua
 	seedSrc string
+	//go:embed lua/acquire_fair.lua
+	acquireFairSrc string
+	//go:embed lua/leave.lua
+	leaveSrc string
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
@@ -40,6 +44,8 @@ var (
 	refreshScript = newScript(refreshSrc)
 	inspectScript = newScript(inspectSrc)
 	seedScript    = newScript(seedSrc)
+	fairScript    = newScript(acquireFairSrc)
+	leaveScript   = newScript(leaveSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -59,8 +65,10 @@ type Keys struct {
 	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
 	Fence   string // the fencing counter; never expires
 	Channel string // published to on release
+	Queue   string // fair waiters by arrival (sorted set)
+	Places  string // fair waiters' deadlines (hash)
 	list    []string
-	boxed   []any // Lock, Fence and Channel as command arguments, boxed once
+	boxed   []any // Lock, Fence, Queue, Places and Channel as command arguments, boxed once
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -75,9 +83,9 @@ func KeysFor(prefix, name string) Keys {
 	} else {
 		base = prefix + "{" + name + "}"
 	}
-	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released"}
-	k.list = []string{k.Lock, k.Fence}
-	k.boxed = []any{k.Lock, k.Fence, k.Channel}
+	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
+	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
+	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	return k
 }
 
@@ -187,7 +195,7 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, acquireScript, k, 2, owner, boxMillis(ttl), boxDesc(desc)).Int64()
+	n, err := run(ctx, c, acquireScript, k.boxed[:2], k.list[:2], owner, boxMillis(ttl), boxDesc(desc)).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -196,12 +204,33 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 
 // AcquireCmd queues the acquire script on a pipeline; read it with Grant.
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
-	return acquireScript.EvalSha(ctx, p, k.list, owner, ttl.Milliseconds(), desc)
+	return acquireScript.EvalSha(ctx, p, k.list[:2], owner, ttl.Milliseconds(), desc)
+}
+
+// AcquireFair runs the fair acquire script: granted only if no live waiter
+// queued first; when not granted and place > 0, the owner joins the queue
+// (or renews its place) for place.
+func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) (token uint64, holderTTL time.Duration, err error) {
+	n, err := run(ctx, c, fairScript, k.boxed[:4], k.list, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds()).Int64()
+	if err != nil {
+		return 0, 0, err
+	}
+	return Grant(n)
+}
+
+// AcquireFairCmd queues the fair acquire script on a pipeline.
+func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) *redis.Cmd {
+	return fairScript.EvalSha(ctx, p, k.list, owner, ttl.Milliseconds(), desc, place.Milliseconds())
+}
+
+// Leave takes owner out of the fair queue and releases its lock if it holds it.
+func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
+	return run(ctx, c, leaveScript, []any{k.boxed[0], k.boxed[2], k.boxed[3]}, []string{k.Lock, k.Queue, k.Places}, owner, k.boxed[4]).Err()
 }
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript} {
+	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -219,19 +248,19 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 
 // Release runs the release script: it reports whether owner held the lock.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k, 1, owner, k.boxed[2]).Int64()
+	n, err := run(ctx, c, releaseScript, k.boxed[:1], k.list[:1], owner, k.boxed[4]).Int64()
 	return n == 1, err
 }
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	n, err := run(ctx, c, refreshScript, k, 1, owner, boxMillis(ttl)).Int64()
+	n, err := run(ctx, c, refreshScript, k.boxed[:1], k.list[:1], owner, boxMillis(ttl)).Int64()
 	return n == 1, err
 }
 
 // Seed raises the fencing counter to at least token and returns its value.
 func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64) (uint64, error) {
-	n, err := seedScript.Run(ctx, c, k.list[1:], strconv.FormatUint(token, 10)).Int64()
+	n, err := seedScript.Run(ctx, c, k.list[1:2], strconv.FormatUint(token, 10)).Int64()
 	return uint64(n), err
 }
 
@@ -246,7 +275,7 @@ type State struct {
 
 // Inspect reads the lock's state without changing it.
 func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
-	vals, err := inspectScript.Run(ctx, c, k.list).Slice()
+	vals, err := inspectScript.Run(ctx, c, k.list[:2]).Slice()
 	if err != nil {
 		return State{}, err
 	}
@@ -290,17 +319,17 @@ type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// run calls a script with the first nkeys of k's keys, by EVALSHA with the
+// run calls a script with keys (boxed; keyList is the same unboxed), by EVALSHA with the
 // EVAL fallback on NOSCRIPT, building the command from pre-boxed keys:
 // go-redis' Script.Run would box every key and argument again per call.
-func run(ctx context.Context, c redis.Scripter, s script, k Keys, nkeys int, args ...any) *redis.Cmd {
+func run(ctx context.Context, c redis.Scripter, s script, keys []any, keyList []string, args ...any) *redis.Cmd {
 	p, ok := c.(processor)
 	if !ok {
-		return s.Run(ctx, c, k.list[:nkeys], args...)
+		return s.Run(ctx, c, keyList, args...)
 	}
-	argv := make([]any, 0, 3+nkeys+len(args))
-	argv = append(argv, "evalsha", s.sha, nkeys)
-	argv = append(argv, k.boxed[:nkeys]...)
+	argv := make([]any, 0, 3+len(keys)+len(args))
+	argv = append(argv, "evalsha", s.sha, len(keys))
+	argv = append(argv, keys...)
 	argv = append(argv, args...)
 	cmd := redis.NewCmd(ctx, argv...)
 	_ = p.Process(ctx, cmd)

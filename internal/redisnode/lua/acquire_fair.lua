@@ -1,0 +1,56 @@
+-- Take the lock in first-come, first-served order.
+-- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (sorted set of
+-- waiting owners by arrival), KEYS[4] places (hash: owner -> deadline ms,
+-- and the arrival counter under a name no owner has)
+-- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description,
+-- ARGV[4] how long the owner keeps its place without another attempt, in ms
+-- (0: an attempt that does not queue)
+-- Returns as acquire.lua: the token (> 0), or minus the holder's remaining
+-- TTL in ms (<= 0).
+local owner = ARGV[1]
+local prefix = owner .. '\n'
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #prefix) == prefix then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
+end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- Waiters whose place lapsed (they stopped trying) leave the head.
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+while head do
+  local deadline = tonumber(redis.call('HGET', KEYS[4], head) or '0')
+  if deadline > now then
+    break
+  end
+  redis.call('ZREM', KEYS[3], head)
+  redis.call('HDEL', KEYS[4], head)
+  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+end
+if not v and (not head or head == owner) then
+  if head then
+    redis.call('ZREM', KEYS[3], owner)
+    redis.call('HDEL', KEYS[4], owner)
+  end
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], owner .. '\n' .. fence .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
+  return fence
+end
+local place = tonumber(ARGV[4])
+if place > 0 then
+  if not redis.call('ZSCORE', KEYS[3], owner) then
+    redis.call('ZADD', KEYS[3], redis.call('HINCRBY', KEYS[4], '\narrivals', 1), owner)
+  end
+  redis.call('HSET', KEYS[4], owner, now + place)
+  -- The queue outlives its last active waiter by one place's length.
+  redis.call('PEXPIRE', KEYS[3], place)
+  redis.call('PEXPIRE', KEYS[4], place)
+end
+if not v then
+  return 0
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then
+  pttl = 0
+end
+return -pttl
