@@ -110,6 +110,42 @@ func FuzzRunArgs(f *testing.F) {
 	})
 }
 
+// FuzzStatusArgs does the same for `distlock status`, whose flags may
+// come before or after the keys.
+func FuzzStatusArgs(f *testing.F) {
+	for _, s := range []string{
+		"k", "k1\x00k2\x00--json", "--json\x00k", "--url\x00mem://\x00k", "--\x00--json",
+		"k\x00--\x00-x", "--url", "\x00", "-h", "k\x00--yaml", "--json=false\x00k\x00--url=nope://",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\x00")
+		var stdout, stderr strings.Builder
+		c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
+			getenv: func(string) string { return "mem://" }}
+		o, code, done := c.parseStatus(args)
+		if done {
+			if code == exitUsage {
+				if s := stderr.String(); strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") {
+					t.Errorf("%q: usage error is not one line: %q", args, s)
+				}
+			} else if code != exitOK {
+				t.Errorf("%q: status %d", args, code)
+			}
+			return
+		}
+		if len(o.keys) == 0 || checkURL(o.url) != "" || stderr.Len() > 0 {
+			t.Errorf("%q: accepted %+v, wrote %q", args, o, stderr.String())
+		}
+		for _, k := range o.keys {
+			if k == "" || len(k) > distlock.MaxKeyLen {
+				t.Errorf("%q: accepted key %q", args, k)
+			}
+		}
+	})
+}
+
 // Flag values round-trip through the --wait parser.
 func TestWaitFlag(t *testing.T) {
 	t.Parallel()

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
@@ -41,39 +42,61 @@ type keyStatus struct {
 	Meta  map[string]string `json:"meta,omitempty"`
 }
 
-func (c *cli) statusCmd(ctx context.Context, args []string) int {
-	var urlFlag string
-	var asJSON bool
+// statusOptions is a parsed `distlock status` command line.
+type statusOptions struct {
+	url    string
+	asJSON bool
+	keys   []string
+}
+
+// parseStatus parses the arguments of `distlock status`. When done is true
+// the command must exit with code (help shown, or a usage error reported).
+func (c *cli) parseStatus(args []string) (o *statusOptions, code int, done bool) {
+	o = &statusOptions{}
 	fs := c.flagSet("status", statusSynopsis, statusAbout)
-	fs.StringVar(&urlFlag, "url", "", "backend `URL` (default $"+urlEnv+")")
-	fs.BoolVar(&asJSON, "json", false, "print a JSON array, one object per key")
+	fs.StringVar(&o.url, "url", "", "backend `URL` (default $"+urlEnv+")")
+	fs.BoolVar(&o.asJSON, "json", false, "print a JSON array, one object per key")
 	// Let flags follow the keys too: `distlock status k1 k2 --json` is
 	// what people type.
-	var keys []string
 	for {
 		if code, done := c.parse(fs, args); done {
-			return code
+			return nil, code, true
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
 			break
 		}
 		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
-			keys = append(keys, rest...) // after "--" everything is a key
+			o.keys = append(o.keys, rest...) // after "--" everything is a key
 			break
 		}
-		keys = append(keys, rest[0])
+		o.keys = append(o.keys, rest[0])
 		args = rest[1:]
 	}
-	if len(keys) == 0 {
-		return c.usageError("status", "missing KEY")
+	if len(o.keys) == 0 {
+		return nil, c.usageError("status", "missing KEY"), true
 	}
-	for _, k := range keys {
-		if k == "" {
-			return c.usageError("status", "empty KEY")
+	for _, k := range o.keys {
+		switch {
+		case k == "":
+			return nil, c.usageError("status", "empty KEY"), true
+		case len(k) > distlock.MaxKeyLen:
+			return nil, c.usageError("status", "KEY is %d bytes long, longer than %d", len(k), distlock.MaxKeyLen), true
 		}
 	}
-	client, code := c.open(ctx, "status", c.backendURL(urlFlag))
+	o.url = c.backendURL(o.url)
+	if msg := checkURL(o.url); msg != "" {
+		return nil, c.usageError("status", "%s", msg), true
+	}
+	return o, 0, false
+}
+
+func (c *cli) statusCmd(ctx context.Context, args []string) int {
+	o, code, done := c.parseStatus(args)
+	if done {
+		return code
+	}
+	client, code := c.open(ctx, "status", o.url)
 	if client == nil {
 		return code
 	}
@@ -83,8 +106,8 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 		return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
 	}
 
-	out := make([]keyStatus, 0, len(keys))
-	for _, k := range keys {
+	out := make([]keyStatus, 0, len(o.keys))
+	for _, k := range o.keys {
 		ictx, cancel := context.WithTimeout(ctx, inspectTimeout)
 		info, err := insp.Inspect(ictx, k)
 		cancel()
@@ -94,7 +117,7 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 		out = append(out, newKeyStatus(k, info))
 	}
 	var err error
-	if asJSON {
+	if o.asJSON {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(out)

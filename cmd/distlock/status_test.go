@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+func TestStatusTable(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	rows := []keyStatus{
+		newKeyStatus("orders:42", driver.Info{Held: true, Token: 17, TTL: 29*time.Second + 40*time.Millisecond, Meta: map[string]string{
+			"host": "web-1", "pid": "4242", "since": "1893553385000", "cmd": "backup.sh",
+		}}),
+		// What a holder recorded must not be able to forge another row.
+		newKeyStatus("evil", driver.Info{Held: true, Token: 3, TTL: time.Second, Meta: map[string]string{
+			"host": "h\nfake  held  99  1s  host=x", "x y": "z\tw",
+		}}),
+		newKeyStatus("free key", driver.Info{Token: 5}),
+	}
+	var b strings.Builder
+	if err := writeStatusTable(&b, rows, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), b.String())
+	}
+	for i, want := range []string{
+		"KEY STATE TOKEN TTL HOLDER", "orders:42 held 17 29s host=web-1 pid=4242 since=", "evil held 3 1s", `"free key" free 5 - -`,
+	} {
+		if got := strings.Join(strings.Fields(lines[i]), " "); !strings.HasPrefix(got, want) {
+			t.Errorf("line %d = %q, want it to start with %q", i, lines[i], want)
+		}
+	}
+	if !strings.Contains(lines[1], "cmd=backup.sh") || !strings.Contains(lines[1], "ago)") {
+		t.Errorf("holder of orders:42: %q", lines[1])
+	}
+	if !strings.Contains(lines[2], `host="h\nfake  held  99  1s  host=x"`) || !strings.Contains(lines[2], `"x y"="z\tw"`) {
+		t.Errorf("holder of evil is not quoted: %q", lines[2])
+	}
+	if rows[0].Since != "2030-01-02T03:03:05Z" {
+		t.Errorf("since = %q", rows[0].Since)
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"1893553385000":             "2030-01-02T03:03:05Z", // milliseconds
+		"1893553385":                "2030-01-02T03:03:05Z", // seconds
+		"2030-01-02T03:03:05Z":      "2030-01-02T03:03:05Z",
+		"2030-01-02T04:03:05+01:00": "2030-01-02T03:03:05Z",
+	} {
+		got, ok := parseSince(in)
+		if !ok || got.UTC().Format(time.RFC3339) != want {
+			t.Errorf("parseSince(%q) = %v, %v; want %s", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-5", "yesterday", "99999999999999999999"} {
+		if got, ok := parseSince(in); ok {
+			t.Errorf("parseSince(%q) = %v, want no time", in, got)
+		}
+	}
+}
