@@ -111,7 +111,7 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 		}
 		fmt.Fprintf(log, "lockbench: wrote %s\n", cfg.out)
 	} else {
-		fmt.Fprint(out, md)
+		fmt.Fprintf(out, "%s", md)
 	}
 	if cfg.chart != "" {
 		if err := writeFile(cfg.chart, svg); err != nil {

@@ -14,7 +14,26 @@ import (
 
 // Distlock lists the distlock backends under test.
 func Distlock() []Library {
-	return []Library{DistlockRedis(), DistlockRedlock(5)}
+	return []Library{DistlockRedis(), DistlockRedisFair(), DistlockRedlock(5)}
+}
+
+// DistlockRedisFair is distlock's first-come, first-served mode on one node.
+func DistlockRedisFair() Library {
+	return Library{
+		Name: "distlock (redislock, fair)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
+		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL), WithFairness())",
+		How: "As distlock (redislock), but a waiter joins the key's queue (a sorted set in the same hash slot) with its " +
+			"first attempt, and the fair acquire script grants the lock only to the oldest live waiter: no barging by the " +
+			"last holder, waits bounded by the queue ahead. A waiter that gives up leaves the queue in one script.",
+		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			rdb := newGoRedis(addrs[0])
+			be := redislock.New(rdb)
+			return &distlockLocker{
+				c:     distlock.New(be, distlock.WithTTL(ttl), distlock.WithFairness()),
+				close: func() error { return errors.Join(be.Close(), rdb.Close()) },
+			}, nil
+		},
+	}
 }
 
 // DistlockRedis is distlock over its redislock backend on one node.
@@ -26,8 +45,8 @@ func DistlockRedis() Library {
 			"TIME and SET the lease with PX; release is one script that compares the owner, DELs and PUBLISHes on the key's " +
 			"channel. So one round trip each way, with a fencing token and an ownership check the floor lacks. A waiter " +
 			"subscribes on its first failed attempt (one pub/sub connection per client, shared by all its waiters), tries " +
-			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has a " +
-			"watchdog goroutine that ends the handle at its local deadline and renews the lease every TTL/3.",
+			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has one " +
+			"timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",
 		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			rdb := newGoRedis(addrs[0])
 			be := redislock.New(rdb)
