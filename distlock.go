@@ -151,7 +151,15 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 			// Subscribe on first contention, then re-try at once: a
 			// release between the attempt and the subscription is
 			// caught by that re-try, and every later one by the watch.
-			w, werr := m.c.waiter.Watch(ctx, m.key)
+			var (
+				w    driver.Watch
+				werr error
+			)
+			if tw, ok := m.c.waiter.(driver.TurnWaiter); ok && req.Fair {
+				w, werr = tw.WatchTurn(ctx, m.key, owner)
+			} else {
+				w, werr = m.c.waiter.Watch(ctx, m.key)
+			}
 			if werr == nil {
 				watch = w
 				continue

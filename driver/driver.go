@@ -138,6 +138,15 @@ type Waiter interface {
 	Watch(ctx context.Context, key string) (Watch, error)
 }
 
+// TurnWaiter is implemented by fair backends whose notifications can name
+// the waiter whose turn it is. distlock uses WatchTurn instead of Watch for
+// fair locks, so a release wakes the next waiter only, not all of them.
+type TurnWaiter interface {
+	// WatchTurn is Watch for the waiter owner: the watch fires on releases
+	// that name owner or name nobody.
+	WatchTurn(ctx context.Context, key, owner string) (Watch, error)
+}
+
 // Watch is a subscription to the releases of one key.
 type Watch interface {
 	// C receives a value after the key may have become free. Several

@@ -36,10 +36,11 @@ type Backend struct {
 }
 
 var (
-	_ driver.Backend   = (*Backend)(nil)
-	_ driver.Waiter    = (*Backend)(nil)
-	_ driver.Inspector = (*Backend)(nil)
-	_ driver.Queuer    = (*Backend)(nil)
+	_ driver.Backend    = (*Backend)(nil)
+	_ driver.Waiter     = (*Backend)(nil)
+	_ driver.Inspector  = (*Backend)(nil)
+	_ driver.Queuer     = (*Backend)(nil)
+	_ driver.TurnWaiter = (*Backend)(nil)
 )
 
 // An Option configures a [Backend].
@@ -234,6 +235,15 @@ func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
 		return nil, err
 	}
 	return b.notify.Watch(ctx, b.keys.Get(key).Channel)
+}
+
+// WatchTurn implements driver.TurnWaiter: a release wakes only the fair
+// waiter whose turn it is.
+func (b *Backend) WatchTurn(ctx context.Context, key, owner string) (driver.Watch, error) {
+	if err := b.check(key); err != nil {
+		return nil, err
+	}
+	return b.notify.WatchFor(ctx, b.keys.Get(key).Channel, owner)
 }
 
 // Inspect implements driver.Inspector.

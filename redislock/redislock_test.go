@@ -540,3 +540,61 @@ func commandCalls(t *testing.T, srv *testserver.Redis, cmd string) int {
 	}
 	return 0
 }
+
+// TestFairWakesOnlyTheNextWaiter: a release names the oldest live fair
+// waiter, so the others sleep on; when that waiter gives up, the next one
+// is woken.
+func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	b := newBackend(t, newClient(t, srv.Addr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := t.Name()
+	acquire := func(owner string) bool {
+		t.Helper()
+		g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: owner, TTL: 10 * time.Second, Fair: true, Queue: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Acquired
+	}
+	if !acquire("holder") || acquire("first") || acquire("second") {
+		t.Fatal("setup: want holder granted, first and second queued")
+	}
+	w1, err := b.WatchTurn(ctx, key, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close()
+	w2, err := b.WatchTurn(ctx, key, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	fired := func(w driver.Watch, within time.Duration) bool {
+		select {
+		case <-w.C():
+			return true
+		case <-time.After(within):
+			return false
+		}
+	}
+	if err := b.Release(ctx, key, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(w1, 2*time.Second) {
+		t.Fatal("the release did not wake the first waiter")
+	}
+	if fired(w2, 200*time.Millisecond) {
+		t.Error("the release woke the second waiter too; want only the one whose turn it is")
+	}
+	if err := b.Leave(ctx, key, "first"); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(w2, 2*time.Second) {
+		t.Fatal("the first waiter gave up, but the second was not woken")
+	}
+	if !acquire("second") {
+		t.Error("the second waiter, now first, was not granted the free lock")
+	}
+}

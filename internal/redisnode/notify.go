@@ -64,8 +64,15 @@ func NewNotifier(rdb redis.UniversalClient, confirmTimeout time.Duration) *Notif
 }
 
 // Watch subscribes to ch and returns once the subscription is confirmed.
+// The watch fires on every message.
 func (n *Notifier) Watch(ctx context.Context, ch string) (*Watch, error) {
-	w := &Watch{n: n, ch: ch, c: make(chan struct{}, 1)}
+	return n.WatchFor(ctx, ch, "")
+}
+
+// WatchFor is Watch for the fair waiter owner: the watch fires on messages
+// that name owner or name nobody, not on those naming another waiter.
+func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, error) {
+	w := &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -152,13 +159,13 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 			// Back after a break: a release may have gone unseen.
 			broken = false
 			for _, st := range n.chans {
-				st.wake()
+				st.wake("")
 			}
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
 			if st := n.chans[m.Channel]; st != nil {
-				st.wake()
+				st.wake(m.Payload)
 			}
 		case *redis.Pong:
 			if c := n.pings[m.Payload]; c != nil {
@@ -170,8 +177,13 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 	}
 }
 
-func (st *channel) wake() {
+// wake fires the watches a message with payload is for: all of them when
+// it names nobody, else the one waiter it names and the unfair watchers.
+func (st *channel) wake(payload string) {
 	for w := range st.watchers {
+		if payload != "" && w.owner != "" && w.owner != payload {
+			continue
+		}
 		select {
 		case w.c <- struct{}{}:
 		default: // a wake-up is already pending
@@ -203,10 +215,11 @@ func (n *Notifier) Close() error {
 
 // Watch is one waiter's subscription to a lock's releases.
 type Watch struct {
-	n    *Notifier
-	ch   string
-	c    chan struct{}
-	once sync.Once
+	n     *Notifier
+	ch    string
+	owner string // a fair waiter's owner; "" for every message
+	c     chan struct{}
+	once  sync.Once
 }
 
 // C receives after a release (or a reconnect).

@@ -36,16 +36,18 @@ var (
 	acquireFairSrc string
 	//go:embed lua/leave.lua
 	leaveSrc string
+	//go:embed lua/queue.lua
+	queueLib string
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
 	acquireScript = newScript(acquireSrc)
-	releaseScript = newScript(releaseSrc)
+	releaseScript = newScript(queueLib + releaseSrc)
 	refreshScript = newScript(refreshSrc)
 	inspectScript = newScript(inspectSrc)
 	seedScript    = newScript(seedSrc)
 	fairScript    = newScript(acquireFairSrc)
-	leaveScript   = newScript(leaveSrc)
+	leaveScript   = newScript(queueLib + leaveSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -67,8 +69,10 @@ type Keys struct {
 	Channel string // published to on release
 	Queue   string // fair waiters by arrival (sorted set)
 	Places  string // fair waiters' deadlines (hash)
-	list    []string
-	boxed   []any // Lock, Fence, Queue, Places and Channel as command arguments, boxed once
+	list    []string // Lock, Fence, Queue, Places
+	boxed   []any    // the same, and Channel, as command arguments, boxed once
+	release []string // Lock, Queue, Places: the keys of release and leave
+	relBox  []any
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -86,6 +90,8 @@ func KeysFor(prefix, name string) Keys {
 	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
 	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
+	k.release = []string{k.Lock, k.Queue, k.Places}
+	k.relBox = []any{k.Lock, k.Queue, k.Places}
 	return k
 }
 
@@ -225,7 +231,7 @@ func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string
 
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
 func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
-	return run(ctx, c, leaveScript, []any{k.boxed[0], k.boxed[2], k.boxed[3]}, []string{k.Lock, k.Queue, k.Places}, owner, k.boxed[4]).Err()
+	return run(ctx, c, leaveScript, k.relBox, k.release, owner, k.boxed[4]).Err()
 }
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
@@ -248,7 +254,7 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 
 // Release runs the release script: it reports whether owner held the lock.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.boxed[:1], k.list[:1], owner, k.boxed[4]).Int64()
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4]).Int64()
 	return n == 1, err
 }
 
