@@ -197,7 +197,7 @@ func (c *cli) checkDemoURL(ctx context.Context, raw string) int {
 	// the backend is there.
 	pctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	l, err := client.Mutex("distlock-demo:probe:"+randomID(), distlock.WithTTL(demoTTL)).TryLock(pctx)
+	l, err := tryUntilAnswered(pctx, client.Mutex("distlock-demo:probe:"+randomID(), distlock.WithTTL(demoTTL)), firstContact)
 	if err != nil {
 		return c.fail(exitUnavailable, "demo", "backend unavailable: %s", errText(err))
 	}
@@ -402,19 +402,17 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, roundTimeout, errors.New("no lock within the round's time"))
 	defer cancel()
-	var m *distlock.Mutex
+	var (
+		m   *distlock.Mutex
+		obs *observed
+	)
 	if rawURL != "" {
 		client, code := c.open(ctx, doctorCommand, rawURL)
 		if client == nil {
 			return code
 		}
 		defer client.Close()
-		// A doctor gives up at the first backend error instead of
-		// retrying it for the whole round.
-		var giveUp context.CancelCauseFunc
-		ctx, giveUp = context.WithCancelCause(ctx)
-		defer giveUp(nil)
-		obs := &observed{Backend: client.Backend(), onError: giveUp}
+		obs = &observed{Backend: client.Backend()}
 		m = distlock.New(obs).Mutex(key, distlock.WithTTL(demoTTL))
 	}
 
@@ -425,9 +423,20 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 
 	var lock *distlock.Lock
 	if m != nil {
-		l, err := m.Lock(ctx)
+		l, err := tryUntilAnswered(ctx, m, firstContact)
+		if errors.Is(err, distlock.ErrNotObtained) {
+			// The backend answered; a doctor now gives up at its
+			// first error instead of retrying it for the whole round.
+			lctx, giveUp := context.WithCancelCause(ctx)
+			obs.onError = giveUp
+			l, err = m.Lock(lctx)
+			if err != nil {
+				err = context.Cause(lctx)
+			}
+			giveUp(nil)
+		}
 		if err != nil {
-			return c.fail(exitUnavailable, doctorCommand, "lock not obtained: %v", context.Cause(ctx))
+			return c.fail(exitUnavailable, doctorCommand, "lock not obtained: %s", errText(err))
 		}
 		lock = l
 	}

@@ -28,13 +28,17 @@
 // # distlock run
 //
 // run takes the lock on KEY, waiting up to --wait for it (default: as long
-// as it takes; --wait 0 makes one attempt, like flock -n), then starts CMD
-// with DISTLOCK_KEY and DISTLOCK_TOKEN added to its environment.
-// DISTLOCK_TOKEN is the fencing token of this holding: it is greater than the
-// token of every earlier holding of KEY, so a resource CMD writes to can
-// reject writes from a holder whose lease has ended. While CMD runs, the
-// lease is renewed every TTL/3; when CMD exits the lock is released and run
-// exits with CMD's exit status.
+// as it takes; with --wait 0 it does not wait for a holder, like flock -n).
+// If the backend does not answer at all, run tries for 5 seconds (or
+// --wait, if shorter) and exits 69; once it has answered, failures are
+// retried for as long as the wait lasts, with a warning on standard error.
+//
+// With the lock held, run starts CMD with DISTLOCK_KEY and DISTLOCK_TOKEN
+// added to its environment. DISTLOCK_TOKEN is the fencing token of this
+// holding: it is greater than the token of every earlier holding of KEY,
+// so a resource CMD writes to can reject writes from a holder whose lease
+// has ended. While CMD runs, the lease is renewed every TTL/3; when CMD
+// exits the lock is released and run exits with CMD's exit status.
 //
 // CMD runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 // SIGUSR1 and SIGUSR2 sent to run are forwarded to that group. When run's

@@ -199,6 +199,23 @@ func TestRunBackendUnavailable(t *testing.T) {
 	})
 }
 
+// A backend that fails the first attempts, as a cold connection may, is
+// tried again rather than reported unavailable, even with --wait 0.
+func TestRunFirstContactRetried(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	proxy := testserver.StartProxy(t, srv.Addr())
+	proxy.Cut()
+	p := startBin(t, append([]string{"run", "--url", "redis://" + proxy.Addr() + "/0", "--key", "k", "--wait", "0", "--"}, child("exit", "0")...)...)
+	time.Sleep(time.Second)
+	proxy.Restore()
+	r := p.wait(t, 30*time.Second)
+	wantCode(t, r, 0)
+	if r.stderr != "" {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+}
+
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	_, u := startRedis(t)
@@ -313,5 +330,11 @@ func TestRunRedlock(t *testing.T) {
 	}
 	if pid := got[0].Meta["pid"]; pid != "" && pid != strconv.Itoa(holder.cmd.Process.Pid) {
 		t.Errorf("status: pid %q, want the holder's %d", pid, holder.cmd.Process.Pid)
+	}
+
+	r = runBin(t, "demo", "--url", u, "--rounds", "2", "--pause", "50ms")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "With distlock: 0 of 2.") {
+		t.Errorf("demo over Redlock:\n%s", r.stdout)
 	}
 }

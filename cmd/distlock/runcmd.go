@@ -30,6 +30,9 @@ const (
 	// unlockTimeout bounds the release after CMD exits; past it the lock
 	// expires on its own within its TTL.
 	unlockTimeout = 10 * time.Second
+	// firstContact is how long run retries a backend that has not answered
+	// once before it gives up with exitUnavailable.
+	firstContact = 5 * time.Second
 )
 
 // waitFlag is the value of --wait: a duration, or "forever".
@@ -77,11 +80,14 @@ const runAbout = `Run takes the lock KEY, runs CMD while holding it, and release
 CMD exits, exiting with CMD's status.
 
 It waits for the lock up to --wait (by default as long as it takes);
---wait 0 makes a single attempt and exits 75 at once if the lock is held,
-like flock -n. While CMD runs, the lease is renewed every TTL/3. CMD gets
-DISTLOCK_KEY and DISTLOCK_TOKEN in its environment: the token is a fencing
-token, greater than that of every earlier holder of KEY; pass it to the
-resources CMD writes to so that they can refuse a holder whose lease ended.
+with --wait 0 it does not wait for a holder and exits 75 at once if the
+lock is held, like flock -n. A backend that does not answer within 5s (or
+--wait, if shorter) ends run with 69.
+
+While CMD runs, the lease is renewed every TTL/3. CMD gets DISTLOCK_KEY
+and DISTLOCK_TOKEN in its environment: the token is a fencing token,
+greater than that of every earlier holder of KEY; pass it to the resources
+CMD writes to so that they can refuse a holder whose lease ended.
 
 CMD runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
 and SIGUSR2 sent to run are forwarded to it. If the lease is lost while CMD
@@ -98,7 +104,7 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	fs.StringVar(&o.url, "url", "", "backend `URL` (default $"+urlEnv+")")
 	fs.StringVar(&o.key, "key", "", "name of the lock (required)")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lease length; renewed every TTL/3 while CMD runs")
-	fs.Var(&o.wait, "wait", "how long to wait for the lock: a `duration`, 0 for one attempt, or forever")
+	fs.Var(&o.wait, "wait", "how long to wait for a holder to release the lock: a `duration`, 0 for not at all, or forever")
 	fs.DurationVar(&o.grace, "grace", o.grace, "time CMD gets between SIGTERM and SIGKILL when the lease is lost")
 	if code, done := c.parse(fs, args); done {
 		return nil, code, true
@@ -188,9 +194,16 @@ func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOption
 		}
 	}()
 
-	// One attempt first, in every mode: it fails fast on a backend that
-	// cannot be reached instead of retrying it for the whole wait.
-	l, err := m.TryLock(actx)
+	// First contact, in every mode: single attempts until the backend
+	// answers. A backend that never answers is reported within
+	// firstContact instead of being retried for the whole wait, maybe
+	// forever; once it has answered, failures are retried as long as the
+	// wait lasts.
+	contact := firstContact
+	if !o.wait.forever && o.wait.d > 0 {
+		contact = min(contact, o.wait.d)
+	}
+	l, err := tryUntilAnswered(actx, m, contact)
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
 		// Lock retries backend errors until the wait ends; say so once
 		// per outage rather than stay silent, maybe forever.
@@ -232,6 +245,34 @@ func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOption
 		return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
 	default:
 		return nil, c.fail(exitUnavailable, "run", "backend unavailable: %s", errText(err))
+	}
+}
+
+// tryUntilAnswered calls m.TryLock until the backend answers — the lock
+// is taken, or it is held elsewhere — or for as long as limit, pausing
+// briefly between failures. A first connection may well fail: a cold
+// client dialling under load, or a Redlock node slower than its timeout.
+func tryUntilAnswered(ctx context.Context, m *distlock.Mutex, limit time.Duration) (*distlock.Lock, error) {
+	deadline := time.Now().Add(limit)
+	pause := 50 * time.Millisecond
+	for {
+		l, err := m.TryLock(ctx)
+		if err == nil || errors.Is(err, distlock.ErrNotObtained) || ctx.Err() != nil ||
+			errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidTTL) || errors.Is(err, distlock.ErrInvalidArgument) {
+			return l, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, err
+		}
+		t := time.NewTimer(min(pause, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 
