@@ -87,14 +87,27 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // from the start of a release to the next holder's acquisition, counted
 // when the next holder is another worker.
 func BenchmarkHandoff(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		workers int
+		opts    []distlock.Option
+	}{
+		{"8workers", 8, nil},
+		{"8workers-fair", 8, []distlock.Option{distlock.WithFairness()}},
+		{"2workers-fair", 2, []distlock.Option{distlock.WithFairness()}},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchHandoff(b, tc.workers, tc.opts...) })
+	}
+}
+
+func benchHandoff(b *testing.B, workers int, opts ...distlock.Option) {
 	srv := testserver.StartRedis(b)
-	const workers = 8
 	mutexes := make([]*distlock.Mutex, workers)
 	for i := range mutexes {
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		backend := redislock.New(rdb)
 		b.Cleanup(func() { backend.Close(); rdb.Close() })
-		mutexes[i] = distlock.New(backend, distlock.WithTTL(10*time.Second)).Mutex("handoff")
+		mutexes[i] = distlock.New(backend, append(opts, distlock.WithTTL(10*time.Second))...).Mutex("handoff")
 	}
 	var (
 		base     = time.Now()
