@@ -64,11 +64,11 @@ func newScript(src string) script {
 // Keys are the Redis names of one lock. They share a hash slot, so the
 // scripts work on Redis Cluster.
 type Keys struct {
-	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string // the fencing counter; never expires
-	Channel string // published to on release
-	Queue   string // fair waiters by arrival (sorted set)
-	Places  string // fair waiters' deadlines (hash)
+	Lock    string   // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
+	Fence   string   // the fencing counter; never expires
+	Channel string   // published to on release
+	Queue   string   // fair waiters by arrival (sorted set)
+	Places  string   // fair waiters' deadlines (hash)
 	list    []string // Lock, Fence, Queue, Places
 	boxed   []any    // the same, and Channel, as command arguments, boxed once
 	release []string // Lock, Queue, Places: the keys of release and leave
