@@ -118,6 +118,7 @@ func testMutualExclusion(t TB, h Harness) {
 	key := uniqueKey(t)
 	var (
 		counter atomic.Int64 // updated read-modify-write: lost updates show overlap
+		entered atomic.Int64 // critical sections run
 		inside  atomic.Int32
 		overlap atomic.Int32
 		wg      sync.WaitGroup
@@ -141,6 +142,7 @@ func testMutualExclusion(t TB, h Harness) {
 				v := counter.Load()
 				time.Sleep(200 * time.Microsecond)
 				counter.Store(v + 1)
+				entered.Add(1)
 				inside.Add(-1)
 				if err := l.Unlock(ctx); err != nil {
 					errs <- err
@@ -157,8 +159,11 @@ func testMutualExclusion(t TB, h Harness) {
 	if n := overlap.Load(); n > 0 {
 		t.Errorf("%d critical sections overlapped", n)
 	}
-	if got, want := counter.Load(), int64(workers*rounds); got != want {
+	if got, want := counter.Load(), entered.Load(); got != want {
 		t.Errorf("counter = %d after %d increments under the lock: updates were lost", got, want)
+	}
+	if n := entered.Load(); n != workers*rounds {
+		t.Errorf("%d of %d critical sections ran", n, workers*rounds)
 	}
 }
 

@@ -57,7 +57,7 @@ func harness(newRDB func(t testing.TB) redis.UniversalClient, ttl time.Duration)
 
 func TestConformanceStandalone(t *testing.T) {
 	srv := testserver.StartRedis(t)
-	distlocktest.Run(t, harness(func(t testing.TB) redis.UniversalClient { return newClient(t, srv.Addr()) }, 300*time.Millisecond))
+	distlocktest.Run(t, harness(func(t testing.TB) redis.UniversalClient { return newClient(t, srv.Addr()) }, 500*time.Millisecond))
 }
 
 func TestConformanceCluster(t *testing.T) {
@@ -69,7 +69,7 @@ func TestConformanceCluster(t *testing.T) {
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
 		return rdb
-	}, 300*time.Millisecond))
+	}, time.Second))
 }
 
 func TestConformanceSentinel(t *testing.T) {
@@ -81,7 +81,7 @@ func TestConformanceSentinel(t *testing.T) {
 		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { rdb.Close() })
 		return rdb
-	}, 300*time.Millisecond))
+	}, time.Second))
 }
 
 // TestClusterKeysWithBraces: keys whose own braces would cut the hash tag
