@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,6 +280,18 @@ func TestBackoffBounds(t *testing.T) {
 		seen.Store(int64(c.Next(1)))
 		if d := time.Duration(seen.Load()); d < 5*time.Millisecond || d > 10*time.Millisecond {
 			t.Fatalf("constant: %v outside [5ms, 10ms]", d)
+		}
+	}
+}
+
+func TestOpenErrorsHidePasswords(t *testing.T) {
+	for _, url := range []string{"//user:secret@host:1", "redis://user:secret@host:1/%zz", "nosuch://user:secret@host"} {
+		_, err := distlock.Open(context.Background(), url)
+		if err == nil {
+			t.Fatalf("Open(%q) succeeded", url)
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open(%q) error shows the password: %v", url, err)
 		}
 	}
 }

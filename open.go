@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -56,10 +57,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
+		// url.Error repeats the URL, password included: say only why.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidURL, err)
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("%w: %q has no scheme (want e.g. redis://host:port)", ErrInvalidURL, rawURL)
+		return nil, fmt.Errorf("%w: %q has no scheme (want e.g. redis://host:port)", ErrInvalidURL, u.Redacted())
 	}
 	registry.RLock()
 	open := registry.openers[strings.ToLower(u.Scheme)]
