@@ -30,6 +30,17 @@
 // expiry publishes nothing, so waiters also wake when the holder's TTL, as
 // reported by the failed attempt, runs out.
 //
+// # Fair locks
+//
+// With distlock.WithFairness, waiters queue in a sorted set beside the lock
+// (same hash slot) and the lock goes to the oldest live waiter: the fair
+// acquire script grants it only to the head of the queue, the release
+// message names that waiter so that only it wakes, and a waiter that gives
+// up leaves the queue in one script. A waiter keeps its place by trying
+// again at least every few seconds (the root package does this); one that
+// vanishes is dropped when its place lapses. Every client locking a key must
+// use fairness for the order to hold: a plain acquire ignores the queue.
+//
 // # Guarantees
 //
 //	deployment              mutual exclusion while the lease lasts           fencing tokens
