@@ -38,6 +38,11 @@
 // [Mutex.TryLock] makes one attempt and returns [ErrNotObtained] if the lock
 // is held.
 //
+// # Several locks
+//
+// [LockAll] and [TryLockAll] take several mutexes as one [MultiLock]: all or
+// none, in key order, so callers locking overlapping sets cannot deadlock.
+//
 // # Renewal
 //
 // A watchdog renews the lease every TTL/3 while it is held, until Unlock.

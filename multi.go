@@ -1,0 +1,132 @@
+package distlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// MultiLock holds several locks as one: taken all or none, released
+// together, and lost as soon as any one of them is lost.
+type MultiLock struct {
+	locks  []*Lock
+	ctx    context.Context // cancelled, with the first loss as cause, when any lock ends
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	onEnd []context.CancelCauseFunc // the contexts made by Context
+}
+
+// LockAll takes every mutex, waiting for each as [Mutex.Lock] does, and
+// returns them held together. The mutexes are taken in a fixed order (by
+// key), so callers that lock overlapping sets in any order cannot deadlock.
+// If a lock cannot be taken before ctx ends, LockAll releases the ones it
+// took and returns the error: all or none. Two mutexes with the same key on
+// the same client are an error (the second would wait for the first).
+func LockAll(ctx context.Context, ms ...*Mutex) (*MultiLock, error) {
+	return lockAll(ctx, ms, (*Mutex).Lock)
+}
+
+// TryLockAll is LockAll with one attempt per mutex, as [Mutex.TryLock]: it
+// returns [ErrNotObtained], holding none, if any of them is held elsewhere.
+func TryLockAll(ctx context.Context, ms ...*Mutex) (*MultiLock, error) {
+	return lockAll(ctx, ms, (*Mutex).TryLock)
+}
+
+func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context) (*Lock, error)) (*MultiLock, error) {
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("%w: no mutexes to lock", ErrInvalidArgument)
+	}
+	if slices.Contains(ms, nil) {
+		return nil, fmt.Errorf("%w: nil mutex", ErrInvalidArgument)
+	}
+	order := slices.Clone(ms)
+	slices.SortStableFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.key, b.key) })
+	for i := 1; i < len(order); i++ {
+		if order[i].key == order[i-1].key && order[i].c == order[i-1].c {
+			return nil, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, order[i].key)
+		}
+	}
+	ml := &MultiLock{locks: make([]*Lock, 0, len(order))}
+	for _, m := range order {
+		l, err := take(m, ctx)
+		if err != nil {
+			// Give back what was taken, even though ctx may be done.
+			_ = ml.unlock(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		ml.locks = append(ml.locks, l)
+	}
+	ml.ctx, ml.cancel = context.WithCancelCause(context.Background())
+	for _, l := range ml.locks {
+		l.mu.Lock()
+		if l.err != nil {
+			ml.end(l.err)
+		} else {
+			l.onEnd = append(l.onEnd, ml.end)
+		}
+		l.mu.Unlock()
+	}
+	return ml, nil
+}
+
+// Locks returns the held locks, in the order they were taken (by key), for
+// their fencing tokens.
+func (ml *MultiLock) Locks() []*Lock { return slices.Clone(ml.locks) }
+
+// Done is closed when any of the locks ends: lost, expired, or released.
+func (ml *MultiLock) Done() <-chan struct{} { return ml.ctx.Done() }
+
+// Err returns nil while every lock is held, and otherwise the reason the
+// first one ended.
+func (ml *MultiLock) Err() error {
+	if ml.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ml.ctx)
+}
+
+// Context returns a context derived from parent that is cancelled when any
+// of the locks ends, with [MultiLock.Err] as its cause.
+func (ml *MultiLock) Context(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	if ml.ctx.Err() != nil {
+		cancel(context.Cause(ml.ctx))
+	} else {
+		ml.onEnd = append(ml.onEnd, cancel)
+	}
+	return ctx
+}
+
+// end ends the multi-lock with reason; the first reason wins.
+func (ml *MultiLock) end(reason error) {
+	ml.mu.Lock()
+	defer ml.mu.Unlock()
+	ml.cancel(reason)
+	reason = context.Cause(ml.ctx)
+	for _, cancel := range ml.onEnd {
+		cancel(reason)
+	}
+	ml.onEnd = nil
+}
+
+// Unlock releases every lock, in reverse order, and returns their errors
+// joined (see [Lock.Unlock]); it tries them all even if some fail.
+func (ml *MultiLock) Unlock(ctx context.Context) error {
+	err := ml.unlock(ctx)
+	ml.end(ErrLockReleased)
+	return err
+}
+
+func (ml *MultiLock) unlock(ctx context.Context) error {
+	var errs []error
+	for _, l := range slices.Backward(ml.locks) {
+		errs = append(errs, l.Unlock(ctx))
+	}
+	return errors.Join(errs...)
+}
