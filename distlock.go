@@ -18,6 +18,7 @@ type Client struct {
 	caps    driver.Capabilities
 	waiter  driver.Waiter // nil when the backend cannot notify
 	queuer  driver.Queuer // nil when the backend cannot queue fairly
+	sem     driver.Semaphore // nil when the backend has no semaphores
 	opts    options
 	owned   bool // made by Open: Close closes the backend
 }
@@ -34,6 +35,9 @@ func New(backend driver.Backend, opts ...Option) *Client {
 		}
 		if q, ok := backend.(driver.Queuer); ok && c.caps.Fair {
 			c.queuer = q
+		}
+		if sem, ok := backend.(driver.Semaphore); ok && c.caps.Semaphore {
+			c.sem = sem
 		}
 	}
 	for _, opt := range opts {
@@ -69,9 +73,10 @@ func (c *Client) Mutex(key string, opts ...Option) *Mutex {
 // [Lock.Token] to every resource you write, so that it can reject a holder
 // whose lease has ended (see package fence).
 type Mutex struct {
-	c    *Client
-	key  string
-	opts options
+	c       *Client
+	key     string
+	opts    options
+	permits int // > 0: a semaphore with this many permits (see Semaphore)
 }
 
 // Key returns the lock's name.
@@ -88,7 +93,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	}
 	owner := newOwner()
 	start := time.Now()
-	g, err := m.c.backend.Acquire(ctx, m.request(owner))
+	g, err := m.acquire(ctx, m.request(owner))
 	if err != nil {
 		m.abandon(ctx, owner)
 		return nil, fmt.Errorf("distlock: acquire %q: %w", m.key, err)
@@ -137,7 +142,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	}()
 	for {
 		start := time.Now()
-		g, err := m.c.backend.Acquire(ctx, req)
+		g, err := m.acquire(ctx, req)
 		if err == nil && g.Acquired {
 			return m.newLock(owner, start, g)
 		}
@@ -217,8 +222,11 @@ func (m *Mutex) check(ctx context.Context) error {
 	if m.c == nil || m.c.backend == nil {
 		return fmt.Errorf("%w: nil backend", ErrInvalidBackend)
 	}
-	if m.opts.fair && m.c.queuer == nil {
+	if m.opts.fair && (m.c.queuer == nil || m.permits > 0) {
 		return fmt.Errorf("distlock: fair lock %q: %w by this backend", m.key, errors.ErrUnsupported)
+	}
+	if m.permits > 0 && m.c.sem == nil {
+		return fmt.Errorf("distlock: semaphore %q: %w by this backend", m.key, errors.ErrUnsupported)
 	}
 	return m.opts.validate(m.key)
 }
@@ -232,7 +240,7 @@ func (m *Mutex) request(owner string) driver.AcquireRequest {
 func (m *Mutex) abandon(ctx context.Context, owner string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
 	defer cancel()
-	_ = m.c.backend.Release(rctx, m.key, owner) // best effort: the lease expires anyway
+	_ = m.release(rctx, owner) // best effort: the lease expires anyway
 }
 
 // leave gives up a fair waiter's place in the queue (and a grant that
@@ -259,6 +267,29 @@ func newOwner() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// acquire, release and refresh act on the mutex's lock, or on one permit
+// of its semaphore.
+func (m *Mutex) acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if m.permits > 0 {
+		return m.c.sem.AcquirePermit(ctx, req, m.permits)
+	}
+	return m.c.backend.Acquire(ctx, req)
+}
+
+func (m *Mutex) release(ctx context.Context, owner string) error {
+	if m.permits > 0 {
+		return m.c.sem.ReleasePermit(ctx, m.key, owner)
+	}
+	return m.c.backend.Release(ctx, m.key, owner)
+}
+
+func (m *Mutex) refresh(ctx context.Context, owner string, ttl time.Duration) (time.Duration, error) {
+	if m.permits > 0 {
+		return m.c.sem.RefreshPermit(ctx, m.key, owner, ttl)
+	}
+	return m.c.backend.Refresh(ctx, m.key, owner, ttl)
 }
 
 // isNotHeld reports whether a backend says the owner no longer holds the key.

@@ -134,7 +134,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // refresh renews the lease once with ttl and records the new deadline.
 func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	valid, err := l.m.c.backend.Refresh(ctx, l.m.key, l.owner, ttl)
+	valid, err := l.m.refresh(ctx, l.owner, ttl)
 	if err != nil {
 		if isNotHeld(err) {
 			l.markLost()
@@ -186,7 +186,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.opts.releaseTimeout)
 			defer cancel()
 		}
-		err = l.m.c.backend.Release(ctx, l.m.key, l.owner)
+		err = l.m.release(ctx, l.owner)
 	}
 	l.mu.Lock()
 	l.end(ErrLockReleased)

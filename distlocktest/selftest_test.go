@@ -63,9 +63,14 @@ func runCheck(name string, c check, h Harness) *recorder {
 	return r
 }
 
+func allChecks() []check {
+	all := append(checks[:len(checks):len(checks)], fairChecks...)
+	return append(all, semaphoreChecks...)
+}
+
 func findCheck(t *testing.T, name string) check {
 	t.Helper()
-	for _, c := range append(checks[:len(checks):len(checks)], fairChecks...) {
+	for _, c := range allChecks() {
 		if c.name == name {
 			return c
 		}
@@ -82,6 +87,22 @@ type broken struct {
 	refresh func(b *memlock.Backend, ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
 	watch   func(b *memlock.Backend, ctx context.Context, key string) (driver.Watch, error)
 	leave   func(b *memlock.Backend, ctx context.Context, key, owner string) error
+	permit  func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error)
+	releaseP func(b *memlock.Backend, ctx context.Context, key, owner string) error
+}
+
+func (b *broken) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
+	if b.permit != nil {
+		return b.permit(b.Backend, ctx, req, n)
+	}
+	return b.Backend.AcquirePermit(ctx, req, n)
+}
+
+func (b *broken) ReleasePermit(ctx context.Context, key, owner string) error {
+	if b.releaseP != nil {
+		return b.releaseP(b.Backend, ctx, key, owner)
+	}
+	return b.Backend.ReleasePermit(ctx, key, owner)
 }
 
 func (b *broken) Leave(ctx context.Context, key, owner string) error {
@@ -253,6 +274,25 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 			},
 			checks: []string{"FairGiveUpFreesPlace"},
 		},
+		{
+			name: "a semaphore that ignores its count",
+			b: func() *broken {
+				return &broken{permit: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
+					return b.AcquirePermit(ctx, req, n+100)
+				}}
+			},
+			checks: []string{"SemaphorePermits", "SemaphoreBoundsConcurrency", "SemaphoreOwnerChecks"},
+		},
+		{
+			name: "a permit given back by anyone",
+			b: func() *broken {
+				return &broken{releaseP: func(b *memlock.Backend, ctx context.Context, key, owner string) error {
+					b.ExpirePermits(key)
+					return nil
+				}}
+			},
+			checks: []string{"SemaphoreOwnerChecks", "SemaphorePermitExpires"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,7 +326,7 @@ func TestSuitePassesOnReference(t *testing.T) {
 		Expire:     func(_ TB, key string) { b.Expire(key) },
 		TTL:        100 * time.Millisecond,
 	}
-	for _, c := range append(checks[:len(checks):len(checks)], fairChecks...) {
+	for _, c := range allChecks() {
 		if r := runCheck(t.Name()+"/"+c.name, c, h); r.Failed() {
 			t.Errorf("check %s failed on memlock: %v", c.name, r.msgs)
 		}

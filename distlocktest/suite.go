@@ -38,6 +38,14 @@ var checks = []check{
 	{"InvalidInput", testInvalidInput},
 }
 
+// semaphoreChecks run for backends that claim driver.Capabilities.Semaphore.
+var semaphoreChecks = []check{
+	{"SemaphorePermits", testSemaphorePermits},
+	{"SemaphoreBoundsConcurrency", testSemaphoreBounds},
+	{"SemaphorePermitExpires", testSemaphoreExpiry},
+	{"SemaphoreOwnerChecks", testSemaphoreOwners},
+}
+
 // fairChecks run for backends that claim driver.Capabilities.Fair.
 var fairChecks = []check{
 	{"FairOrder", testFairOrder},
@@ -52,11 +60,17 @@ func Run(t *testing.T, h Harness) {
 	if h.NewBackend == nil || h.Expire == nil {
 		t.Fatal("distlocktest: Harness.NewBackend and Harness.Expire are required")
 	}
-	all := checks
-	if h.NewBackend(t).Capabilities().Fair {
-		all = append(all[:len(all):len(all)], fairChecks...)
+	all := checks[:len(checks):len(checks)]
+	caps := h.NewBackend(t).Capabilities()
+	if caps.Fair {
+		all = append(all, fairChecks...)
 	} else {
 		t.Logf("distlocktest: the backend does not claim Fair; fair-lock checks not run")
+	}
+	if caps.Semaphore {
+		all = append(all, semaphoreChecks...)
+	} else {
+		t.Logf("distlocktest: the backend does not claim Semaphore; semaphore checks not run")
 	}
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
@@ -667,4 +681,152 @@ func testFairGiveUp(t TB, h Harness) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the waiter behind one that gave up never got the lock")
 	}
+}
+
+func testSemaphorePermits(t TB, h Harness) {
+	key := uniqueKey(t)
+	ctx := timeout(t, 10*time.Second)
+	var held []*distlock.Lock
+	defer func() {
+		for _, l := range held {
+			_ = l.Unlock(context.Background())
+		}
+	}()
+	var last uint64
+	for i := range 3 {
+		l, err := newClient(t, h).Semaphore(key, 3).TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("permit %d of 3: %v", i+1, err)
+		}
+		if l.Token() <= last {
+			t.Errorf("permit %d has token %d, not above %d", i+1, l.Token(), last)
+		}
+		last = l.Token()
+		held = append(held, l)
+	}
+	if l, err := newClient(t, h).Semaphore(key, 3).TryAcquire(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		if l != nil {
+			_ = l.Unlock(ctx)
+		}
+		t.Fatalf("a fourth permit of 3: %v; want ErrNotObtained", err)
+	}
+	if err := held[1].Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	l, err := newClient(t, h).Semaphore(key, 3).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("a permit after one was given back: %v", err)
+	}
+	held[1] = l
+}
+
+func testSemaphoreBounds(t TB, h Harness) {
+	key := uniqueKey(t)
+	const n, workers, rounds = 2, 5, 8
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for range workers {
+		s := newClient(t, h, distlock.WithTTL(10*time.Second)).Semaphore(key, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := timeout(t, 60*time.Second)
+			for range rounds {
+				l, err := s.Acquire(ctx)
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+				now := inside.Add(1)
+				for {
+					m := most.Load()
+					if now <= m || most.CompareAndSwap(m, now) {
+						break
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+				inside.Add(-1)
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if m := most.Load(); m > n {
+		t.Errorf("%d holders at once of a semaphore of %d", m, n)
+	}
+}
+
+func testSemaphoreExpiry(t TB, h Harness) {
+	key := uniqueKey(t)
+	ttl := h.ttl()
+	ctx := timeout(t, 10*time.Second)
+	a, err := newClient(t, h, distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).Semaphore(key, 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if !waitDone(a, ttl+2*time.Second) {
+		t.Fatalf("permit's Done not closed after its TTL")
+	}
+	s := newClient(t, h, distlock.WithTTL(10*time.Second)).Semaphore(key, 1)
+	var b *distlock.Lock
+	for end := time.Now().Add(3*ttl + 2*time.Second); b == nil; {
+		if b, err = s.TryAcquire(ctx); err != nil && time.Now().After(end) {
+			t.Fatalf("the expired permit was not freed: %v", err)
+		}
+		time.Sleep(ttl / 10)
+	}
+	defer func() { _ = b.Unlock(context.Background()) }()
+	if b.Token() <= a.Token() {
+		t.Errorf("token %d after an expired permit's %d", b.Token(), a.Token())
+	}
+	if err := a.Unlock(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Unlock of an expired permit: %v; want ErrLockLost", err)
+	}
+	if l, err := newClient(t, h).Semaphore(key, 1).TryAcquire(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		if l != nil {
+			_ = l.Unlock(ctx)
+		}
+		t.Errorf("the expired holder's Unlock freed the new holder's permit: %v", err)
+	}
+}
+
+func testSemaphoreOwners(t TB, h Harness) {
+	key := uniqueKey(t)
+	b := h.NewBackend(t)
+	sem, ok := b.(driver.Semaphore)
+	if !ok {
+		t.Fatalf("backend claims Semaphore but does not implement driver.Semaphore")
+	}
+	ctx := timeout(t, 10*time.Second)
+	req := driver.AcquireRequest{Key: key, Owner: "p1", TTL: 10 * time.Second}
+	g1, err := sem.AcquirePermit(ctx, req, 2)
+	if err != nil || !g1.Acquired {
+		t.Fatalf("AcquirePermit: %+v, %v", g1, err)
+	}
+	g2, err := sem.AcquirePermit(ctx, req, 2)
+	if err != nil || !g2.Acquired || g2.Token != g1.Token {
+		t.Errorf("repeated AcquirePermit by the same owner: %+v, %v; want the same grant (token %d)", g2, err, g1.Token)
+	}
+	if err := sem.ReleasePermit(ctx, key, "stranger"); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("ReleasePermit by a non-holder: %v; want ErrNotHeld", err)
+	}
+	if _, err := sem.RefreshPermit(ctx, key, "stranger", time.Second); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("RefreshPermit by a non-holder: %v; want ErrNotHeld", err)
+	}
+	if g, _ := sem.AcquirePermit(ctx, driver.AcquireRequest{Key: key, Owner: "p2", TTL: 10 * time.Second}, 2); !g.Acquired {
+		t.Errorf("second permit of 2 not granted")
+	}
+	if g, _ := sem.AcquirePermit(ctx, driver.AcquireRequest{Key: key, Owner: "p3", TTL: 10 * time.Second}, 2); g.Acquired {
+		t.Errorf("third permit of 2 granted")
+	}
+	if err := sem.ReleasePermit(ctx, key, "p1"); err != nil {
+		t.Errorf("ReleasePermit: %v", err)
+	}
+	if err := sem.ReleasePermit(ctx, key, "p1"); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("second ReleasePermit: %v; want ErrNotHeld", err)
+	}
+	_ = sem.ReleasePermit(ctx, key, "p2")
 }

@@ -116,9 +116,28 @@ type Capabilities struct {
 	// within about one round trip of a release.
 	NotifiedWait bool
 
+	// Semaphore: the backend implements [Semaphore].
+	Semaphore bool
+
 	// Fair: the backend honours AcquireRequest.Fair and Queue, granting
 	// the lock to waiters in the order they queued, and implements [Queuer].
 	Fair bool
+}
+
+// Semaphore is implemented by backends that offer counting semaphores: a
+// key that up to n owners hold at once, each with a lease of its own. Its
+// methods mirror those of [Backend], on the owner's permit; Fair and Queue
+// of the request are ignored. A key is used either as a lock or as a
+// semaphore, and with the same n by every client.
+type Semaphore interface {
+	// AcquirePermit takes one of the n permits of key for req.Owner, or
+	// reports not acquired (RetryAfter: until the first permit expires).
+	// It is idempotent per owner, like Acquire.
+	AcquirePermit(ctx context.Context, req AcquireRequest, n int) (Grant, error)
+	// ReleasePermit gives owner's permit back, or returns ErrNotHeld.
+	ReleasePermit(ctx context.Context, key, owner string) error
+	// RefreshPermit extends owner's permit, or returns ErrNotHeld.
+	RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
 }
 
 // Queuer is implemented by fair backends.

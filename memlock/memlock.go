@@ -28,7 +28,8 @@ type Backend struct {
 	locks    map[string]*entry
 	fences   map[string]uint64 // kept after release: tokens never go back
 	watchers map[string]map[*watch]struct{}
-	queues   map[string][]waiter // fair waiters, first come first
+	queues   map[string][]waiter          // fair waiters, first come first
+	permits  map[string]map[string]*entry // semaphores: owner -> permit
 }
 
 type waiter struct {
@@ -50,6 +51,7 @@ var (
 	_ driver.Waiter    = (*Backend)(nil)
 	_ driver.Inspector = (*Backend)(nil)
 	_ driver.Queuer    = (*Backend)(nil)
+	_ driver.Semaphore = (*Backend)(nil)
 )
 
 // New returns an empty store.
@@ -59,12 +61,13 @@ func New() *Backend {
 		fences:   make(map[string]uint64),
 		watchers: make(map[string]map[*watch]struct{}),
 		queues:   make(map[string][]waiter),
+		permits:  make(map[string]map[string]*entry),
 	}
 }
 
 // Capabilities implements driver.Backend.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true, Fair: true}
+	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true}
 }
 
 // held returns key's live entry, dropping an expired one. b.mu is held.
@@ -328,4 +331,110 @@ func init() {
 		}
 		return b, nil
 	})
+}
+
+// livePermits returns key's unexpired permits, dropping the others. b.mu
+// is held.
+func (b *Backend) livePermits(key string, now time.Time) map[string]*entry {
+	ps := b.permits[key]
+	for owner, e := range ps {
+		if !now.Before(e.expires) {
+			e.timer.Stop()
+			delete(ps, owner)
+		}
+	}
+	if len(ps) == 0 {
+		delete(b.permits, key)
+		return nil
+	}
+	return ps
+}
+
+// AcquirePermit implements driver.Semaphore.
+func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Grant{}, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ps := b.livePermits(req.Key, now)
+	if e := ps[req.Owner]; e != nil {
+		e.extend(now, req.TTL)
+		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+	}
+	if len(ps) >= n {
+		first := time.Duration(-1)
+		for _, e := range ps {
+			if d := e.expires.Sub(now); first < 0 || d < first {
+				first = d
+			}
+		}
+		return driver.Grant{RetryAfter: first}, nil
+	}
+	if ps == nil {
+		ps = make(map[string]*entry)
+		b.permits[req.Key] = ps
+	}
+	b.fences[req.Key]++
+	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta, expires: now.Add(req.TTL)}
+	key := req.Key
+	e.timer = time.AfterFunc(req.TTL, func() { b.permitExpired(key, e) })
+	ps[req.Owner] = e
+	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+}
+
+// permitExpired runs when a permit's timer fires: a waiter may take it.
+func (b *Backend) permitExpired(key string, e *entry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ps := b.permits[key]; ps[e.owner] == e && !time.Now().Before(e.expires) {
+		delete(ps, e.owner)
+		b.notify(key)
+	}
+}
+
+// ReleasePermit implements driver.Semaphore.
+func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.livePermits(key, time.Now())[owner]
+	if e == nil {
+		return driver.ErrNotHeld
+	}
+	e.timer.Stop()
+	delete(b.permits[key], owner)
+	b.notify(key)
+	return nil
+}
+
+// RefreshPermit implements driver.Semaphore.
+func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.livePermits(key, now)[owner]
+	if e == nil {
+		return 0, driver.ErrNotHeld
+	}
+	e.extend(now, ttl)
+	return ttl, nil
+}
+
+// ExpirePermits ends every permit of the semaphore key at once, as Expire
+// does for a lock.
+func (b *Backend) ExpirePermits(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.permits[key] {
+		e.timer.Stop()
+	}
+	delete(b.permits, key)
+	b.notify(key)
 }

@@ -1,0 +1,37 @@
+package distlock
+
+import "context"
+
+// Semaphore is a distributed counting semaphore: up to n holders at once,
+// each with a lease of its own, renewed and lost independently, as a
+// [Lock]. Use it to bound concurrency across machines ("at most 3 workers
+// call the payment provider"). A key is used either as a Mutex or as a
+// Semaphore, and every client must give it the same n.
+type Semaphore struct{ m *Mutex }
+
+// Semaphore returns the counting semaphore named key with n permits. Like
+// [Client.Mutex] it holds nothing by itself. Backends without semaphores
+// (see driver.Capabilities) make Acquire fail with an error wrapping
+// errors.ErrUnsupported; n < 1 makes it fail with [ErrInvalidArgument].
+func (c *Client) Semaphore(key string, n int, opts ...Option) *Semaphore {
+	m := c.Mutex(key, opts...)
+	m.permits = n
+	if n < 1 {
+		m.permits = 1 // still a semaphore, so the error below is reported
+		m.opts.invalid("semaphore %q with %d permits; want at least 1", key, n)
+	}
+	return &Semaphore{m: m}
+}
+
+// Key returns the semaphore's name.
+func (s *Semaphore) Key() string { return s.m.key }
+
+// Acquire takes a permit, waiting until one is free or ctx is done, as
+// [Mutex.Lock] waits. The returned [Lock] is the permit: its token is a
+// fencing token, its Done closes if the permit's lease is lost, and Unlock
+// gives it back.
+func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) { return s.m.Lock(ctx) }
+
+// TryAcquire takes a permit if one is free, and returns [ErrNotObtained]
+// at once otherwise.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) { return s.m.TryLock(ctx) }

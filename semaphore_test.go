@@ -1,0 +1,67 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/memlock"
+)
+
+// plainOnly hides memlock's optional capabilities.
+type plainOnly struct{ b *memlock.Backend }
+
+func (p plainOnly) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	return p.b.Acquire(ctx, req)
+}
+func (p plainOnly) Release(ctx context.Context, key, owner string) error {
+	return p.b.Release(ctx, key, owner)
+}
+func (p plainOnly) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	return p.b.Refresh(ctx, key, owner, ttl)
+}
+func (plainOnly) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+
+func TestSemaphoreMisuse(t *testing.T) {
+	ctx := context.Background()
+	c := distlock.New(memlock.New())
+	for _, n := range []int{0, -1} {
+		if _, err := c.Semaphore("s", n).TryAcquire(ctx); !errors.Is(err, distlock.ErrInvalidArgument) {
+			t.Errorf("Semaphore(%d): %v; want ErrInvalidArgument", n, err)
+		}
+	}
+	if _, err := c.Semaphore("s", 2, distlock.WithFairness()).Acquire(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("fair semaphore: %v; want ErrUnsupported", err)
+	}
+	plain := distlock.New(plainOnly{memlock.New()})
+	if _, err := plain.Semaphore("s", 2).TryAcquire(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("semaphore on a backend without them: %v; want ErrUnsupported", err)
+	}
+	if _, err := plain.Mutex("m", distlock.WithFairness()).TryLock(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("fair lock on a backend without queues: %v; want ErrUnsupported", err)
+	}
+}
+
+func ExampleClient_Semaphore() {
+	ctx := context.Background()
+	c := distlock.New(memlock.New())
+	api := c.Semaphore("payment-provider", 2) // at most 2 callers at once
+
+	first, _ := api.TryAcquire(ctx)
+	second, _ := api.TryAcquire(ctx)
+	_, err := api.TryAcquire(ctx)
+	fmt.Println("third caller:", errors.Is(err, distlock.ErrNotObtained))
+
+	first.Unlock(ctx)
+	third, err := api.TryAcquire(ctx)
+	fmt.Println("after one left:", err == nil)
+	second.Unlock(ctx)
+	third.Unlock(ctx)
+	// Output:
+	// third caller: true
+	// after one left: true
+}
