@@ -41,6 +41,14 @@
 // vanishes is dropped when its place lapses. Every client locking a key must
 // use fairness for the order to hold: a plain acquire ignores the queue.
 //
+// # Semaphores
+//
+// Client.Semaphore(key, n) keeps its holders in a sorted set by lease
+// expiry, with their fencing tokens in a hash beside it (same hash slot).
+// Taking, giving back and renewing a permit is one script each; expired
+// permits are dropped by the next script that looks, and a release wakes
+// waiters as for a lock.
+//
 // # Guarantees
 //
 //	deployment              mutual exclusion while the lease lasts           fencing tokens

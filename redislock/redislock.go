@@ -41,6 +41,7 @@ var (
 	_ driver.Inspector  = (*Backend)(nil)
 	_ driver.Queuer     = (*Backend)(nil)
 	_ driver.TurnWaiter = (*Backend)(nil)
+	_ driver.Semaphore  = (*Backend)(nil)
 )
 
 // An Option configures a [Backend].
@@ -106,7 +107,7 @@ func (b *Backend) check(key string) error {
 // Capabilities implements driver.Backend: waiters are notified, and fair
 // (first-come, first-served) locks are supported.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true, Fair: true}
+	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true}
 }
 
 // Acquire implements driver.Backend in one round trip (two with WithReplicas).
@@ -212,6 +213,52 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 		return 0, err
 	}
 	ok, err := redisnode.Refresh(ctx, b.rdb, b.keys.Get(key), owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, driver.ErrNotHeld
+	}
+	return ttl - b.drift(ttl), nil
+}
+
+// AcquirePermit implements driver.Semaphore in one round trip. WithReplicas
+// does not apply to semaphores.
+func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
+	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	token, wait, err := redisnode.AcquirePermit(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, n)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if token == 0 {
+		return driver.Grant{RetryAfter: wait}, nil
+	}
+	return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL - b.drift(req.TTL)}, nil
+}
+
+// ReleasePermit implements driver.Semaphore.
+func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
+	if err := b.check(key); err != nil {
+		return err
+	}
+	ok, err := redisnode.ReleasePermit(ctx, b.rdb, b.keys.Get(key), owner)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return driver.ErrNotHeld
+	}
+	return nil
+}
+
+// RefreshPermit implements driver.Semaphore.
+func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := b.check(key); err != nil {
+		return 0, err
+	}
+	ok, err := redisnode.RefreshPermit(ctx, b.rdb, b.keys.Get(key), owner, ttl)
 	if err != nil {
 		return 0, err
 	}

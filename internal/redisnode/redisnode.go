@@ -38,6 +38,14 @@ var (
 	leaveSrc string
 	//go:embed lua/queue.lua
 	queueLib string
+	//go:embed lua/permit.lua
+	permitLib string
+	//go:embed lua/acquire_permit.lua
+	acquirePermitSrc string
+	//go:embed lua/release_permit.lua
+	releasePermitSrc string
+	//go:embed lua/refresh_permit.lua
+	refreshPermitSrc string
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
@@ -48,6 +56,9 @@ var (
 	seedScript    = newScript(seedSrc)
 	fairScript    = newScript(acquireFairSrc)
 	leaveScript   = newScript(queueLib + leaveSrc)
+	permitScript  = newScript(permitLib + acquirePermitSrc)
+	giveBack      = newScript(permitLib + releasePermitSrc)
+	extendPermit  = newScript(permitLib + refreshPermitSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -69,10 +80,14 @@ type Keys struct {
 	Channel string   // published to on release
 	Queue   string   // fair waiters by arrival (sorted set)
 	Places  string   // fair waiters' deadlines (hash)
+	Permits string   // a semaphore's holders by lease expiry (sorted set)
+	Tokens  string   // a semaphore's holders' fencing tokens (hash)
 	list    []string // Lock, Fence, Queue, Places
 	boxed   []any    // the same, and Channel, as command arguments, boxed once
 	release []string // Lock, Queue, Places: the keys of release and leave
 	relBox  []any
+	sem     []string // Permits, Tokens, Fence: the keys of the semaphore scripts
+	semBox  []any
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -92,6 +107,9 @@ func KeysFor(prefix, name string) Keys {
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	k.release = []string{k.Lock, k.Queue, k.Places}
 	k.relBox = []any{k.Lock, k.Queue, k.Places}
+	k.Permits, k.Tokens = base+":permits", base+":tokens"
+	k.sem = []string{k.Permits, k.Tokens, k.Fence}
+	k.semBox = []any{k.Permits, k.Tokens, k.Fence}
 	return k
 }
 
@@ -236,7 +254,7 @@ func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript} {
+	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -250,6 +268,28 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 		return uint64(n), 0, nil
 	}
 	return 0, time.Duration(-n) * time.Millisecond, nil
+}
+
+// AcquirePermit takes one of the n permits of the semaphore k names; it
+// returns the token, or 0 and the time until the first permit expires.
+func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
+	v, err := run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n).Int64()
+	if err != nil {
+		return 0, 0, err
+	}
+	return Grant(v)
+}
+
+// ReleasePermit gives owner's permit back: it reports whether owner held one.
+func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
+	v, err := run(ctx, c, giveBack, k.semBox[:2], k.sem[:2], owner, k.boxed[4]).Int64()
+	return v == 1, err
+}
+
+// RefreshPermit extends owner's permit: it reports whether owner held one.
+func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
+	v, err := run(ctx, c, extendPermit, k.semBox[:2], k.sem[:2], owner, boxMillis(ttl)).Int64()
+	return v == 1, err
 }
 
 // Release runs the release script: it reports whether owner held the lock.
