@@ -16,8 +16,8 @@ import (
 type Client struct {
 	backend driver.Backend
 	caps    driver.Capabilities
-	waiter  driver.Waiter // nil when the backend cannot notify
-	queuer  driver.Queuer // nil when the backend cannot queue fairly
+	waiter  driver.Waiter    // nil when the backend cannot notify
+	queuer  driver.Queuer    // nil when the backend cannot queue fairly
 	sem     driver.Semaphore // nil when the backend has no semaphores
 	opts    options
 	owned   bool // made by Open: Close closes the backend

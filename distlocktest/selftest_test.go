@@ -82,12 +82,12 @@ func findCheck(t *testing.T, name string) check {
 // broken wraps memlock and breaks one rule of the contract.
 type broken struct {
 	*memlock.Backend
-	acquire func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
-	release func(b *memlock.Backend, ctx context.Context, key, owner string) error
-	refresh func(b *memlock.Backend, ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
-	watch   func(b *memlock.Backend, ctx context.Context, key string) (driver.Watch, error)
-	leave   func(b *memlock.Backend, ctx context.Context, key, owner string) error
-	permit  func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error)
+	acquire  func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
+	release  func(b *memlock.Backend, ctx context.Context, key, owner string) error
+	refresh  func(b *memlock.Backend, ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
+	watch    func(b *memlock.Backend, ctx context.Context, key string) (driver.Watch, error)
+	leave    func(b *memlock.Backend, ctx context.Context, key, owner string) error
+	permit   func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error)
 	releaseP func(b *memlock.Backend, ctx context.Context, key, owner string) error
 }
 
