@@ -19,6 +19,7 @@ type Client struct {
 	waiter  driver.Waiter    // nil when the backend cannot notify
 	queuer  driver.Queuer    // nil when the backend cannot queue fairly
 	sem     driver.Semaphore // nil when the backend has no semaphores
+	rw      driver.RWLocker  // nil when the backend has no read-write locks
 	opts    options
 	owned   bool // made by Open: Close closes the backend
 }
@@ -38,6 +39,9 @@ func New(backend driver.Backend, opts ...Option) *Client {
 		}
 		if sem, ok := backend.(driver.Semaphore); ok && c.caps.Semaphore {
 			c.sem = sem
+		}
+		if rw, ok := backend.(driver.RWLocker); ok && c.caps.ReadWrite {
+			c.rw = rw
 		}
 	}
 	for _, opt := range opts {
@@ -76,8 +80,18 @@ type Mutex struct {
 	c       *Client
 	key     string
 	opts    options
-	permits int // > 0: a semaphore with this many permits (see Semaphore)
+	permits int  // > 0: a semaphore with this many permits (see Semaphore)
+	rw      rank // the side of a read-write lock, or none
 }
+
+// rank is the side of a read-write lock a Mutex takes.
+type rank uint8
+
+const (
+	plain  rank = iota // a mutex
+	writer             // RWMutex.Lock
+	reader             // RWMutex.RLock
+)
 
 // Key returns the lock's name.
 func (m *Mutex) Key() string { return m.key }
@@ -120,9 +134,10 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	}
 	owner := newOwner()
 	req := m.request(owner)
-	if req.Fair {
-		// A queued waiter renews its place with every attempt; the place
-		// outlives a few missed attempts, not a vanished waiter for long.
+	if req.Fair || m.rw == writer {
+		// A queued waiter (a fair one, or a writer holding readers off)
+		// renews its place with every attempt; the place outlives a few
+		// missed attempts, not a vanished waiter for long.
 		req.Queue = 2*m.opts.safetyPoll + time.Second
 	}
 	var (
@@ -181,7 +196,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		if err == nil && g.RetryAfter > 0 && delay > g.RetryAfter {
 			delay = g.RetryAfter
 		}
-		if req.Fair && delay > req.Queue/3 {
+		if req.Queue > 0 && delay > req.Queue/3 {
 			delay = req.Queue / 3
 		}
 		if ctx.Err() == nil {
@@ -205,7 +220,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		switch {
 		case req.Fair:
 			m.leave(ctx, owner)
-		case ambiguous:
+		case ambiguous, m.rw == writer: // a writer also withdraws its announcement
 			m.abandon(ctx, owner)
 		}
 		if lastErr != nil {
@@ -222,11 +237,14 @@ func (m *Mutex) check(ctx context.Context) error {
 	if m.c == nil || m.c.backend == nil {
 		return fmt.Errorf("%w: nil backend", ErrInvalidBackend)
 	}
-	if m.opts.fair && (m.c.queuer == nil || m.permits > 0) {
+	if m.opts.fair && (m.c.queuer == nil || m.permits > 0 || m.rw != plain) {
 		return fmt.Errorf("distlock: fair lock %q: %w by this backend", m.key, errors.ErrUnsupported)
 	}
 	if m.permits > 0 && m.c.sem == nil {
 		return fmt.Errorf("distlock: semaphore %q: %w by this backend", m.key, errors.ErrUnsupported)
+	}
+	if m.rw != plain && m.c.rw == nil {
+		return fmt.Errorf("distlock: read-write lock %q: %w by this backend", m.key, errors.ErrUnsupported)
 	}
 	return m.opts.validate(m.key)
 }
@@ -272,22 +290,33 @@ func newOwner() string {
 // acquire, release and refresh act on the mutex's lock, or on one permit
 // of its semaphore.
 func (m *Mutex) acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if m.permits > 0 {
+	switch {
+	case m.permits > 0:
 		return m.c.sem.AcquirePermit(ctx, req, m.permits)
+	case m.rw == writer:
+		return m.c.rw.AcquireExclusive(ctx, req)
+	case m.rw == reader:
+		return m.c.rw.AcquireShared(ctx, req)
 	}
 	return m.c.backend.Acquire(ctx, req)
 }
 
 func (m *Mutex) release(ctx context.Context, owner string) error {
-	if m.permits > 0 {
+	switch {
+	case m.permits > 0:
 		return m.c.sem.ReleasePermit(ctx, m.key, owner)
+	case m.rw == reader:
+		return m.c.rw.ReleaseShared(ctx, m.key, owner)
 	}
 	return m.c.backend.Release(ctx, m.key, owner)
 }
 
 func (m *Mutex) refresh(ctx context.Context, owner string, ttl time.Duration) (time.Duration, error) {
-	if m.permits > 0 {
+	switch {
+	case m.permits > 0:
 		return m.c.sem.RefreshPermit(ctx, m.key, owner, ttl)
+	case m.rw == reader:
+		return m.c.rw.RefreshShared(ctx, m.key, owner, ttl)
 	}
 	return m.c.backend.Refresh(ctx, m.key, owner, ttl)
 }

@@ -43,6 +43,13 @@
 // [LockAll] and [TryLockAll] take several mutexes as one [MultiLock]: all or
 // none, in key order, so callers locking overlapping sets cannot deadlock.
 //
+// # Other kinds
+//
+// [Client.Semaphore] bounds concurrency to n holders, each permit a lease
+// of its own; [Client.RWMutex] lets readers share and a writer hold alone.
+// Backends state which kinds they offer (driver.Capabilities); both memlock
+// and redislock offer all of them.
+//
 // # Renewal
 //
 // A watchdog renews the lease every TTL/3 while it is held, until Unlock.

@@ -65,3 +65,38 @@ func ExampleClient_Semaphore() {
 	// third caller: true
 	// after one left: true
 }
+
+func TestRWMutexUnsupported(t *testing.T) {
+	ctx := context.Background()
+	plain := distlock.New(plainOnly{memlock.New()})
+	if _, err := plain.RWMutex("k").RLock(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("RLock on a backend without read-write locks: %v; want ErrUnsupported", err)
+	}
+	c := distlock.New(memlock.New())
+	if _, err := c.RWMutex("k", distlock.WithFairness()).TryLock(ctx); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("fair RWMutex: %v; want ErrUnsupported", err)
+	}
+	if _, err := c.RWMutex("").TryRLock(ctx); !errors.Is(err, distlock.ErrInvalidKey) {
+		t.Errorf("empty key: %v", err)
+	}
+}
+
+func ExampleClient_RWMutex() {
+	ctx := context.Background()
+	c := distlock.New(memlock.New())
+	config := c.RWMutex("config")
+
+	r1, _ := config.RLock(ctx) // readers share
+	r2, _ := config.RLock(ctx)
+	_, err := config.TryLock(ctx) // a writer must wait for them
+	fmt.Println("writer while reading:", errors.Is(err, distlock.ErrNotObtained))
+
+	r1.Unlock(ctx)
+	r2.Unlock(ctx)
+	w, err := config.TryLock(ctx)
+	fmt.Println("writer alone:", err == nil)
+	w.Unlock(ctx)
+	// Output:
+	// writer while reading: true
+	// writer alone: true
+}

@@ -65,6 +65,7 @@ func runCheck(name string, c check, h Harness) *recorder {
 
 func allChecks() []check {
 	all := append(checks[:len(checks):len(checks)], fairChecks...)
+	all = append(all, rwChecks...)
 	return append(all, semaphoreChecks...)
 }
 
@@ -89,6 +90,22 @@ type broken struct {
 	leave    func(b *memlock.Backend, ctx context.Context, key, owner string) error
 	permit   func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error)
 	releaseP func(b *memlock.Backend, ctx context.Context, key, owner string) error
+	shared   func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
+	excl     func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
+}
+
+func (b *broken) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if b.shared != nil {
+		return b.shared(b.Backend, ctx, req)
+	}
+	return b.Backend.AcquireShared(ctx, req)
+}
+
+func (b *broken) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if b.excl != nil {
+		return b.excl(b.Backend, ctx, req)
+	}
+	return b.Backend.AcquireExclusive(ctx, req)
 }
 
 func (b *broken) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
@@ -292,6 +309,50 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 				}}
 			},
 			checks: []string{"SemaphoreOwnerChecks", "SemaphorePermitExpires"},
+		},
+		{
+			name: "a writer that ignores readers",
+			b: func() *broken {
+				return &broken{excl: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+					return b.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"RWReadersShareWritersExclude"},
+		},
+		{
+			name: "read leases that never expire",
+			b: func() *broken {
+				return &broken{shared: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+					ttl := req.TTL
+					req.TTL = time.Hour
+					g, err := b.AcquireShared(ctx, req)
+					if g.Acquired {
+						g.ValidFor = ttl
+					}
+					return g, err
+				}}
+			},
+			checks: []string{"RWReadLeaseExpires"},
+		},
+		{
+			name: "readers that ignore writers",
+			b: func() *broken {
+				return &broken{shared: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+					req.Key += "\x00readers"
+					return b.AcquireShared(ctx, req)
+				}}
+			},
+			checks: []string{"RWReadersShareWritersExclude", "RWWaitingWriterHoldsReadersOff"},
+		},
+		{
+			name: "no writer preference",
+			b: func() *broken {
+				return &broken{excl: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+					req.Queue = 0
+					return b.AcquireExclusive(ctx, req)
+				}}
+			},
+			checks: []string{"RWWaitingWriterHoldsReadersOff"},
 		},
 	}
 	for _, tc := range cases {

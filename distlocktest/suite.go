@@ -46,6 +46,14 @@ var semaphoreChecks = []check{
 	{"SemaphoreOwnerChecks", testSemaphoreOwners},
 }
 
+// rwChecks run for backends that claim driver.Capabilities.ReadWrite.
+var rwChecks = []check{
+	{"RWReadersShareWritersExclude", testRWShare},
+	{"RWWaitingWriterHoldsReadersOff", testRWWriterFirst},
+	{"RWWriterGivingUpLetsReadersIn", testRWWriterGivesUp},
+	{"RWReadLeaseExpires", testRWReaderExpiry},
+}
+
 // fairChecks run for backends that claim driver.Capabilities.Fair.
 var fairChecks = []check{
 	{"FairOrder", testFairOrder},
@@ -71,6 +79,11 @@ func Run(t *testing.T, h Harness) {
 		all = append(all, semaphoreChecks...)
 	} else {
 		t.Logf("distlocktest: the backend does not claim Semaphore; semaphore checks not run")
+	}
+	if caps.ReadWrite {
+		all = append(all, rwChecks...)
+	} else {
+		t.Logf("distlocktest: the backend does not claim ReadWrite; read-write lock checks not run")
 	}
 	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
@@ -829,4 +842,129 @@ func testSemaphoreOwners(t TB, h Harness) {
 		t.Errorf("second ReleasePermit: %v; want ErrNotHeld", err)
 	}
 	_ = sem.ReleasePermit(ctx, key, "p2")
+}
+
+// tryFails asserts that try returns ErrNotObtained, releasing what it took
+// otherwise.
+func tryFails(t TB, why string, try func(context.Context) (*distlock.Lock, error)) {
+	t.Helper()
+	l, err := try(timeout(t, 5*time.Second))
+	if errors.Is(err, distlock.ErrNotObtained) {
+		return
+	}
+	if l != nil {
+		_ = l.Unlock(context.Background())
+	}
+	t.Errorf("%s: %v; want ErrNotObtained", why, err)
+}
+
+func testRWShare(t TB, h Harness) {
+	key := uniqueKey(t)
+	ctx := timeout(t, 10*time.Second)
+	r1, err := newClient(t, h).RWMutex(key).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock: %v", err)
+	}
+	r2, err := newClient(t, h).RWMutex(key).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("a second reader: %v; want readers to share", err)
+	}
+	w := newClient(t, h).RWMutex(key)
+	tryFails(t, "TryLock (write) while two readers hold", w.TryLock)
+	_ = r1.Unlock(ctx)
+	tryFails(t, "TryLock (write) while one reader holds", w.TryLock)
+	_ = r2.Unlock(ctx)
+	wl, err := w.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock (write) after the readers left: %v", err)
+	}
+	if wl.Token() <= r2.Token() {
+		t.Errorf("writer's token %d is not above a reader's %d", wl.Token(), r2.Token())
+	}
+	tryFails(t, "TryRLock while a writer holds", newClient(t, h).RWMutex(key).TryRLock)
+	tryFails(t, "a second writer", newClient(t, h).RWMutex(key).TryLock)
+	_ = wl.Unlock(ctx)
+}
+
+func testRWWriterFirst(t TB, h Harness) {
+	key := uniqueKey(t)
+	ctx := timeout(t, 20*time.Second)
+	r1, err := newClient(t, h).RWMutex(key).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock: %v", err)
+	}
+	got := make(chan time.Time, 1)
+	w := newClient(t, h).RWMutex(key)
+	go func() {
+		l, err := w.Lock(ctx)
+		if err != nil {
+			t.Errorf("waiting writer: %v", err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(context.Background())
+	}()
+	time.Sleep(150 * time.Millisecond) // the writer is waiting
+	tryFails(t, "a new reader while a writer waits", newClient(t, h).RWMutex(key).TryRLock)
+	if err := r1.Unlock(ctx); err != nil {
+		t.Fatalf("RUnlock: %v", err)
+	}
+	released := time.Now()
+	select {
+	case at, ok := <-got:
+		if ok && at.Sub(released) > 2*time.Second {
+			t.Errorf("writer got the lock %v after the last reader left", at.Sub(released))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waiting writer never got the lock")
+	}
+}
+
+func testRWWriterGivesUp(t TB, h Harness) {
+	key := uniqueKey(t)
+	ctx := timeout(t, 10*time.Second)
+	r1, err := newClient(t, h).RWMutex(key).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock: %v", err)
+	}
+	defer func() { _ = r1.Unlock(context.Background()) }()
+	wctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	if _, err := newClient(t, h).RWMutex(key).Lock(wctx); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatalf("writer past its deadline: %v; want ErrNotObtained", err)
+	}
+	r2, err := newClient(t, h).RWMutex(key).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("a reader after the waiting writer gave up: %v; want it admitted at once", err)
+	}
+	_ = r2.Unlock(ctx)
+}
+
+func testRWReaderExpiry(t TB, h Harness) {
+	key := uniqueKey(t)
+	ttl := h.ttl()
+	ctx := timeout(t, 10*time.Second)
+	r, err := newClient(t, h, distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).RWMutex(key).TryRLock(ctx)
+	if err != nil {
+		t.Fatalf("TryRLock: %v", err)
+	}
+	if !waitDone(r, ttl+2*time.Second) {
+		t.Fatalf("read lease's Done not closed after its TTL")
+	}
+	w := newClient(t, h, distlock.WithTTL(10*time.Second)).RWMutex(key)
+	var wl *distlock.Lock
+	for end := time.Now().Add(3*ttl + 2*time.Second); wl == nil; {
+		if wl, err = w.TryLock(ctx); err != nil && time.Now().After(end) {
+			t.Fatalf("an expired reader still keeps the writer out: %v", err)
+		}
+		time.Sleep(ttl / 10)
+	}
+	defer func() { _ = wl.Unlock(context.Background()) }()
+	if err := r.Unlock(ctx); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("RUnlock of an expired read lease: %v; want ErrLockLost", err)
+	}
+	if wl.Token() <= r.Token() {
+		t.Errorf("writer's token %d not above the expired reader's %d", wl.Token(), r.Token())
+	}
 }

@@ -119,6 +119,9 @@ type Capabilities struct {
 	// Semaphore: the backend implements [Semaphore].
 	Semaphore bool
 
+	// ReadWrite: the backend implements [RWLocker].
+	ReadWrite bool
+
 	// Fair: the backend honours AcquireRequest.Fair and Queue, granting
 	// the lock to waiters in the order they queued, and implements [Queuer].
 	Fair bool
@@ -138,6 +141,28 @@ type Semaphore interface {
 	ReleasePermit(ctx context.Context, key, owner string) error
 	// RefreshPermit extends owner's permit, or returns ErrNotHeld.
 	RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
+}
+
+// RWLocker is implemented by backends that offer read-write locks: many
+// readers share a key, or one writer holds it alone. The writer's lock is
+// released and refreshed with [Backend.Release] and [Backend.Refresh]; a
+// reader's with ReleaseShared and RefreshShared. A key is used either as a
+// plain lock or as a read-write lock.
+type RWLocker interface {
+	// AcquireExclusive is Acquire for a writer: granted only when neither a
+	// writer nor a live reader holds key. When not granted and req.Queue >
+	// 0, the writer is announced as waiting for req.Queue (renewed by each
+	// attempt), and new readers are refused meanwhile, so a stream of
+	// readers cannot starve writers. Release by a writer that gave up
+	// withdraws its announcement.
+	AcquireExclusive(ctx context.Context, req AcquireRequest) (Grant, error)
+	// AcquireShared takes key for reading: granted when no writer holds it
+	// and none is waiting. Idempotent per owner.
+	AcquireShared(ctx context.Context, req AcquireRequest) (Grant, error)
+	// ReleaseShared ends owner's read lease, or returns ErrNotHeld.
+	ReleaseShared(ctx context.Context, key, owner string) error
+	// RefreshShared extends owner's read lease, or returns ErrNotHeld.
+	RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
 }
 
 // Queuer is implemented by fair backends.

@@ -30,6 +30,8 @@ type Backend struct {
 	watchers map[string]map[*watch]struct{}
 	queues   map[string][]waiter          // fair waiters, first come first
 	permits  map[string]map[string]*entry // semaphores: owner -> permit
+	readers  map[string]map[string]*entry // read-write locks: owner -> read lease
+	writing  map[string]waiter            // read-write locks: the writer waiting
 }
 
 type waiter struct {
@@ -52,6 +54,7 @@ var (
 	_ driver.Inspector = (*Backend)(nil)
 	_ driver.Queuer    = (*Backend)(nil)
 	_ driver.Semaphore = (*Backend)(nil)
+	_ driver.RWLocker  = (*Backend)(nil)
 )
 
 // New returns an empty store.
@@ -62,12 +65,14 @@ func New() *Backend {
 		watchers: make(map[string]map[*watch]struct{}),
 		queues:   make(map[string][]waiter),
 		permits:  make(map[string]map[string]*entry),
+		readers:  make(map[string]map[string]*entry),
+		writing:  make(map[string]waiter),
 	}
 }
 
 // Capabilities implements driver.Backend.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true}
+	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true, ReadWrite: true}
 }
 
 // held returns key's live entry, dropping an expired one. b.mu is held.
@@ -86,24 +91,28 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	if err := ctx.Err(); err != nil {
 		return driver.Grant{}, err
 	}
-	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.acquire(req, time.Now()), nil
+}
+
+// acquire is Acquire with b.mu held.
+func (b *Backend) acquire(req driver.AcquireRequest, now time.Time) driver.Grant {
 	if e := b.held(req.Key, now); e != nil {
 		if e.owner != req.Owner {
 			if req.Fair && req.Queue > 0 {
 				b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
 			}
-			return driver.Grant{RetryAfter: e.expires.Sub(now)}, nil
+			return driver.Grant{RetryAfter: e.expires.Sub(now)}
 		}
 		e.extend(now, req.TTL) // a retry of our own attempt
-		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}
 	}
 	if req.Fair && !b.mayGo(req.Key, req.Owner, now) {
 		if req.Queue > 0 {
 			b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
 		}
-		return driver.Grant{}, nil
+		return driver.Grant{}
 	}
 	b.dequeue(req.Key, req.Owner)
 	b.fences[req.Key]++
@@ -112,7 +121,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	e.timer = time.AfterFunc(req.TTL, func() { b.expired(key, e) })
 	e.expires = now.Add(req.TTL)
 	b.locks[key] = e
-	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}
 }
 
 func (e *entry) extend(now time.Time, ttl time.Duration) {
@@ -200,6 +209,10 @@ func (b *Backend) Release(ctx context.Context, key, owner string) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if w, ok := b.writing[key]; ok && w.owner == owner { // a writer gave up waiting
+		delete(b.writing, key)
+		b.notify(key)
+	}
 	e := b.held(key, time.Now())
 	if e == nil || e.owner != owner {
 		return driver.ErrNotHeld
@@ -437,4 +450,119 @@ func (b *Backend) ExpirePermits(key string) {
 	}
 	delete(b.permits, key)
 	b.notify(key)
+}
+
+// liveReaders returns key's unexpired read leases, dropping the others.
+// b.mu is held.
+func (b *Backend) liveReaders(key string, now time.Time) map[string]*entry {
+	rs := b.readers[key]
+	for owner, e := range rs {
+		if !now.Before(e.expires) {
+			e.timer.Stop()
+			delete(rs, owner)
+		}
+	}
+	if len(rs) == 0 {
+		delete(b.readers, key)
+		return nil
+	}
+	return rs
+}
+
+// AcquireExclusive implements driver.RWLocker.
+func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Grant{}, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rs := b.liveReaders(req.Key, now); len(rs) > 0 {
+		if w, ok := b.writing[req.Key]; req.Queue > 0 && (!ok || w.owner == req.Owner || !now.Before(w.deadline)) {
+			b.writing[req.Key] = waiter{owner: req.Owner, deadline: now.Add(req.Queue)}
+		}
+		last := time.Duration(0)
+		for _, r := range rs {
+			last = max(last, r.expires.Sub(now))
+		}
+		return driver.Grant{RetryAfter: last}, nil
+	}
+	g := b.acquire(driver.AcquireRequest{Key: req.Key, Owner: req.Owner, TTL: req.TTL, Meta: req.Meta}, now)
+	if w, ok := b.writing[req.Key]; ok && w.owner == req.Owner && g.Acquired {
+		delete(b.writing, req.Key)
+	}
+	return g, nil
+}
+
+// AcquireShared implements driver.RWLocker.
+func (b *Backend) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Grant{}, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rs := b.liveReaders(req.Key, now)
+	if e := rs[req.Owner]; e != nil {
+		e.extend(now, req.TTL)
+		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+	}
+	if e := b.held(req.Key, now); e != nil {
+		return driver.Grant{RetryAfter: e.expires.Sub(now)}, nil
+	}
+	if w, ok := b.writing[req.Key]; ok && now.Before(w.deadline) {
+		return driver.Grant{RetryAfter: w.deadline.Sub(now)}, nil
+	}
+	if rs == nil {
+		rs = make(map[string]*entry)
+		b.readers[req.Key] = rs
+	}
+	b.fences[req.Key]++
+	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta, expires: now.Add(req.TTL)}
+	key := req.Key
+	e.timer = time.AfterFunc(req.TTL, func() { b.readerExpired(key, e) })
+	rs[req.Owner] = e
+	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
+}
+
+func (b *Backend) readerExpired(key string, e *entry) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rs := b.readers[key]; rs[e.owner] == e && !time.Now().Before(e.expires) {
+		delete(rs, e.owner)
+		b.notify(key)
+	}
+}
+
+// ReleaseShared implements driver.RWLocker.
+func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.liveReaders(key, time.Now())[owner]
+	if e == nil {
+		return driver.ErrNotHeld
+	}
+	e.timer.Stop()
+	delete(b.readers[key], owner)
+	b.notify(key)
+	return nil
+}
+
+// RefreshShared implements driver.RWLocker.
+func (b *Backend) RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.liveReaders(key, now)[owner]
+	if e == nil {
+		return 0, driver.ErrNotHeld
+	}
+	e.extend(now, ttl)
+	return ttl, nil
 }

@@ -1,0 +1,40 @@
+package distlock
+
+import "context"
+
+// RWMutex is a distributed read-write lock: any number of readers share
+// the key, or one writer holds it alone. A writer that waits holds new
+// readers off, so a steady stream of readers cannot starve it. Each
+// holding is a [Lock] with its own lease and fencing token. A key is used
+// either as a Mutex or as an RWMutex.
+type RWMutex struct {
+	w, r *Mutex
+}
+
+// RWMutex returns the read-write lock named key. Backends without them
+// (see driver.Capabilities) make its methods fail with an error wrapping
+// errors.ErrUnsupported.
+func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
+	w, r := c.Mutex(key, opts...), c.Mutex(key, opts...)
+	w.rw, r.rw = writer, reader
+	return &RWMutex{w: w, r: r}
+}
+
+// Key returns the lock's name.
+func (rw *RWMutex) Key() string { return rw.w.key }
+
+// Lock takes the lock for writing, waiting as [Mutex.Lock] does until no
+// reader or writer holds it.
+func (rw *RWMutex) Lock(ctx context.Context) (*Lock, error) { return rw.w.Lock(ctx) }
+
+// TryLock takes the lock for writing if it is free, or returns
+// [ErrNotObtained] at once.
+func (rw *RWMutex) TryLock(ctx context.Context) (*Lock, error) { return rw.w.TryLock(ctx) }
+
+// RLock takes the lock for reading, waiting until no writer holds it or
+// waits for it.
+func (rw *RWMutex) RLock(ctx context.Context) (*Lock, error) { return rw.r.Lock(ctx) }
+
+// TryRLock takes the lock for reading if no writer holds it or waits for
+// it, or returns [ErrNotObtained] at once.
+func (rw *RWMutex) TryRLock(ctx context.Context) (*Lock, error) { return rw.r.TryLock(ctx) }
