@@ -49,6 +49,14 @@
 // permits are dropped by the next script that looks, and a release wakes
 // waiters as for a lock.
 //
+// # Read-write locks
+//
+// Client.RWMutex keeps its writer in the lock key, as a plain lock, and its
+// readers in a sorted set by lease expiry beside it. A writer kept out by
+// readers leaves a short-lived claim that makes new readers wait, so a
+// steady stream of readers cannot starve it; a writer that gives up
+// withdraws the claim. Each side is one script per operation.
+//
 // # Guarantees
 //
 //	deployment              mutual exclusion while the lease lasts           fencing tokens

@@ -42,6 +42,7 @@ var (
 	_ driver.Queuer     = (*Backend)(nil)
 	_ driver.TurnWaiter = (*Backend)(nil)
 	_ driver.Semaphore  = (*Backend)(nil)
+	_ driver.RWLocker   = (*Backend)(nil)
 )
 
 // An Option configures a [Backend].
@@ -107,7 +108,7 @@ func (b *Backend) check(key string) error {
 // Capabilities implements driver.Backend: waiters are notified, and fair
 // (first-come, first-served) locks are supported.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true}
+	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true, ReadWrite: true}
 }
 
 // Acquire implements driver.Backend in one round trip (two with WithReplicas).
@@ -229,13 +230,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, 
 		return driver.Grant{}, err
 	}
 	token, wait, err := redisnode.AcquirePermit(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, n)
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	if token == 0 {
-		return driver.Grant{RetryAfter: wait}, nil
-	}
-	return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL - b.drift(req.TTL)}, nil
+	return b.grant(token, wait, req.TTL, err)
 }
 
 // ReleasePermit implements driver.Semaphore.
@@ -243,14 +238,7 @@ func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
 	if err := b.check(key); err != nil {
 		return err
 	}
-	ok, err := redisnode.ReleasePermit(ctx, b.rdb, b.keys.Get(key), owner)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return driver.ErrNotHeld
-	}
-	return nil
+	return notHeld(redisnode.ReleasePermit(ctx, b.rdb, b.keys.Get(key), owner))
 }
 
 // RefreshPermit implements driver.Semaphore.
@@ -258,14 +246,66 @@ func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time
 	if err := b.check(key); err != nil {
 		return 0, err
 	}
-	ok, err := redisnode.RefreshPermit(ctx, b.rdb, b.keys.Get(key), owner, ttl)
-	if err != nil {
+	if err := notHeld(redisnode.RefreshPermit(ctx, b.rdb, b.keys.Get(key), owner, ttl)); err != nil {
 		return 0, err
 	}
-	if !ok {
-		return 0, driver.ErrNotHeld
+	return ttl - b.drift(ttl), nil
+}
+
+// AcquireExclusive implements driver.RWLocker: a writer, in one round trip.
+func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	token, wait, err := redisnode.AcquireWrite(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)
+	return b.grant(token, wait, req.TTL, err)
+}
+
+// AcquireShared implements driver.RWLocker: a reader, in one round trip.
+func (b *Backend) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	token, wait, err := redisnode.AcquireRead(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL)
+	return b.grant(token, wait, req.TTL, err)
+}
+
+// ReleaseShared implements driver.RWLocker.
+func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
+	if err := b.check(key); err != nil {
+		return err
+	}
+	return notHeld(redisnode.ReleaseRead(ctx, b.rdb, b.keys.Get(key), owner))
+}
+
+// RefreshShared implements driver.RWLocker.
+func (b *Backend) RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := b.check(key); err != nil {
+		return 0, err
+	}
+	if err := notHeld(redisnode.RefreshRead(ctx, b.rdb, b.keys.Get(key), owner, ttl)); err != nil {
+		return 0, err
 	}
 	return ttl - b.drift(ttl), nil
+}
+
+// grant turns a script's outcome into a driver.Grant.
+func (b *Backend) grant(token uint64, wait, ttl time.Duration, err error) (driver.Grant, error) {
+	switch {
+	case err != nil:
+		return driver.Grant{}, err
+	case token == 0:
+		return driver.Grant{RetryAfter: wait}, nil
+	}
+	return driver.Grant{Acquired: true, Token: token, ValidFor: ttl - b.drift(ttl)}, nil
+}
+
+// notHeld maps a script's "owner did not hold it" to driver.ErrNotHeld.
+func notHeld(ok bool, err error) error {
+	if err == nil && !ok {
+		return driver.ErrNotHeld
+	}
+	return err
 }
 
 // Leave implements driver.Queuer.

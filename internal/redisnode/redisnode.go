@@ -46,6 +46,10 @@ var (
 	releasePermitSrc string
 	//go:embed lua/refresh_permit.lua
 	refreshPermitSrc string
+	//go:embed lua/acquire_write.lua
+	acquireWriteSrc string
+	//go:embed lua/acquire_read.lua
+	acquireReadSrc string
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
@@ -59,6 +63,8 @@ var (
 	permitScript  = newScript(permitLib + acquirePermitSrc)
 	giveBack      = newScript(permitLib + releasePermitSrc)
 	extendPermit  = newScript(permitLib + refreshPermitSrc)
+	writeScript   = newScript(permitLib + acquireWriteSrc)
+	readScript    = newScript(permitLib + acquireReadSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -82,12 +88,19 @@ type Keys struct {
 	Places  string   // fair waiters' deadlines (hash)
 	Permits string   // a semaphore's holders by lease expiry (sorted set)
 	Tokens  string   // a semaphore's holders' fencing tokens (hash)
+	Readers string   // a read-write lock's readers by lease expiry (sorted set)
+	RTokens string   // their fencing tokens (hash)
+	Writing string   // the writer waiting for the readers to leave
 	list    []string // Lock, Fence, Queue, Places
 	boxed   []any    // the same, and Channel, as command arguments, boxed once
 	release []string // Lock, Queue, Places: the keys of release and leave
 	relBox  []any
 	sem     []string // Permits, Tokens, Fence: the keys of the semaphore scripts
 	semBox  []any
+	rw      []string // Lock, Fence, Readers, RTokens, Writing
+	rwBox   []any
+	readBox []any // Readers, RTokens: the keys of a reader's release and refresh
+	reads   []string
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -105,8 +118,13 @@ func KeysFor(prefix, name string) Keys {
 	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
 	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
-	k.release = []string{k.Lock, k.Queue, k.Places}
-	k.relBox = []any{k.Lock, k.Queue, k.Places}
+	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
+	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing}
+	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing}
+	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
+	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
+	k.reads = []string{k.Readers, k.RTokens}
+	k.readBox = []any{k.Readers, k.RTokens}
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
 	k.sem = []string{k.Permits, k.Tokens, k.Fence}
 	k.semBox = []any{k.Permits, k.Tokens, k.Fence}
@@ -249,12 +267,12 @@ func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string
 
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
 func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
-	return run(ctx, c, leaveScript, k.relBox, k.release, owner, k.boxed[4]).Err()
+	return run(ctx, c, leaveScript, k.relBox[:3], k.release[:3], owner, k.boxed[4]).Err()
 }
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit} {
+	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit, writeScript, readScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -289,6 +307,37 @@ func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) 
 // RefreshPermit extends owner's permit: it reports whether owner held one.
 func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
 	v, err := run(ctx, c, extendPermit, k.semBox[:2], k.sem[:2], owner, boxMillis(ttl)).Int64()
+	return v == 1, err
+}
+
+// AcquireWrite takes a read-write lock for writing; with hold > 0, a writer
+// kept out by readers holds new readers off for hold.
+func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, hold time.Duration) (token uint64, wait time.Duration, err error) {
+	v, err := run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds()).Int64()
+	if err != nil {
+		return 0, 0, err
+	}
+	return Grant(v)
+}
+
+// AcquireRead takes a read-write lock for reading.
+func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (token uint64, wait time.Duration, err error) {
+	v, err := run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl)).Int64()
+	if err != nil {
+		return 0, 0, err
+	}
+	return Grant(v)
+}
+
+// ReleaseRead ends owner's read lease: it reports whether owner held one.
+func ReleaseRead(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
+	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4]).Int64()
+	return v == 1, err
+}
+
+// RefreshRead extends owner's read lease: it reports whether owner held one.
+func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
+	v, err := run(ctx, c, extendPermit, k.readBox, k.reads, owner, boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 

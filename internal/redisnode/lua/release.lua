@@ -1,7 +1,9 @@
 -- Delete the lock if, and only if, the owner holds it, and wake the waiters:
 -- the message names the oldest live fair waiter, whose turn it is, or
--- nobody (every waiter may try).
--- KEYS[1] lock key, KEYS[2] fair queue, KEYS[3] fair places
+-- nobody (every waiter may try). A writer of a read-write lock that gave up
+-- waiting withdraws its claim on the readers.
+-- KEYS[1] lock key, KEYS[2] fair queue, KEYS[3] fair places, KEYS[4] the
+-- waiting writer
 -- ARGV[1] owner, ARGV[2] release channel
 -- Returns 1 when released, 0 when the owner did not hold it.
 local v = redis.call('GET', KEYS[1])
@@ -10,5 +12,9 @@ if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], live_head(KEYS[2], KEYS[3]) or '')
   return 1
+end
+if redis.call('GET', KEYS[4]) == ARGV[1] then
+  redis.call('DEL', KEYS[4])
+  redis.call('PUBLISH', ARGV[2], '')
 end
 return 0

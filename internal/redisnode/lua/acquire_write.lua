@@ -1,0 +1,36 @@
+-- Take a read-write lock for writing: free of writers and of live readers.
+-- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] readers (sorted set:
+-- owner -> expiry ms), KEYS[4] readers' tokens (hash), KEYS[5] the waiting
+-- writer (string: owner, expiring)
+-- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, ARGV[4] how
+-- long to hold new readers off while waiting, in ms (0: do not)
+-- Returns the token (> 0), or minus a retry hint in ms (<= 0).
+local owner = ARGV[1]
+local prefix = owner .. '\n'
+local v = redis.call('GET', KEYS[1])
+if v then
+  if string.sub(v, 1, #prefix) == prefix then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
+  end
+  return -math.max(0, redis.call('PTTL', KEYS[1]))
+end
+local now = now_ms()
+drop_expired(KEYS[3], KEYS[4], now)
+local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+if last[2] then
+  local hold = tonumber(ARGV[4])
+  if hold > 0 then
+    local w = redis.call('GET', KEYS[5])
+    if not w or w == owner then
+      redis.call('SET', KEYS[5], owner, 'PX', hold)
+    end
+  end
+  return -math.max(0, tonumber(last[2]) - now)
+end
+if redis.call('GET', KEYS[5]) == owner then
+  redis.call('DEL', KEYS[5])
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], owner .. '\n' .. fence .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
+return fence
