@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -22,34 +23,91 @@ type op func(ctx context.Context, node int, rdb redis.UniversalClient) reply
 
 // fanout sends one request to many nodes at once, one goroutine each, and
 // hands the replies to the caller as they come. The caller stops reading
-// as soon as the outcome is decided: later replies land in the buffered
-// channel and are dropped with it, so a slow node never holds the caller.
+// as soon as the outcome is decided; a slow node never holds it.
+//
+// Each goroutine stores its reply in its node's slot and wakes the caller
+// only when the reply may decide something: a failure or refusal, the
+// wakeAt-th success, or the last reply. On the common path the caller is
+// woken once per fan-out, not once per node.
 //
 // The requests share one context, bounded by the per-node timeout. It is
 // cancelled by whichever finishes last, the caller or the slowest request,
 // so that a caller that has decided does not cut short requests that must
 // still reach their node (a release, a seed).
 type fanout struct {
-	ctx     context.Context
-	parent  context.Context
-	cancel  context.CancelFunc
-	out     chan reply
-	refs    atomic.Int32
-	expired bool // next found the timeout passed; read by the caller only
+	ctx    context.Context
+	parent context.Context
+	cancel context.CancelFunc
+	res    []reply       // slot i is written by node i's goroutine before it sets bit i of got
+	got    atomic.Uint64 // nodes whose reply is in res
+	oks    atomic.Int32  // successful replies so far
+	wake   chan struct{} // capacity 1: a pending wake-up
+	asked  uint64
+	wakeAt int32
+	refs   atomic.Int32
+
+	seen    uint64 // replies handed out by next; the caller's only
+	expired bool   // next found the timeout passed; the caller's only
 }
 
-// fan starts op on every node whose bit is set in nodes.
-func (b *Backend) fan(parent context.Context, timeout time.Duration, nodes uint64, f op) *fanout {
+// fan starts f on every node whose bit is set in nodes. wakeAt is the
+// number of successful replies at which the caller wants to look before
+// the last reply (0: at every reply).
+func (b *Backend) fan(parent context.Context, timeout time.Duration, nodes uint64, wakeAt int, f op) *fanout {
 	ctx, cancel := context.WithTimeout(parent, timeout)
-	fo := &fanout{ctx: ctx, parent: parent, cancel: cancel, out: make(chan reply, len(b.nodes))}
+	fo := &fanout{
+		ctx: ctx, parent: parent, cancel: cancel,
+		res:   make([]reply, len(b.nodes)),
+		wake:  make(chan struct{}, 1),
+		asked: nodes, wakeAt: int32(max(wakeAt, 1)),
+	}
 	fo.refs.Store(1)
 	for i := range b.nodes {
 		if nodes&(1<<i) != 0 {
 			fo.refs.Add(1)
-			go fo.run(f, i, &b.nodes[i])
+			b.nodes[i].dispatch(task{fo: fo, f: f, i: i}, b.stop)
 		}
 	}
 	return fo
+}
+
+// task is one node's part of a fan-out.
+type task struct {
+	fo *fanout
+	f  op
+	i  int
+}
+
+// workerIdle is how long a node's worker waits for a task before it exits.
+const workerIdle = 30 * time.Second
+
+// dispatch hands t to an idle worker of n, or starts a new worker if none
+// is idle. Workers outlive the call: a fresh goroutine would grow its
+// stack to go-redis' depth on every request, which costs more than the
+// request's own work. A request that hangs holds only its own worker.
+func (n *node) dispatch(t task, stop <-chan struct{}) {
+	select {
+	case n.tasks <- t:
+	default:
+		go n.work(t, stop)
+	}
+}
+
+func (n *node) work(t task, stop <-chan struct{}) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		t.fo.run(t.f, t.i, n)
+		t = task{} // let the finished fan-out go
+		idle.Reset(workerIdle)
+		select {
+		case t = <-n.tasks:
+		case <-idle.C:
+			return
+		case <-stop:
+			return
+		}
+	}
 }
 
 func (fo *fanout) run(f op, i int, n *node) {
@@ -57,7 +115,15 @@ func (fo *fanout) run(f op, i int, n *node) {
 	if r.err != nil && r.err != errPending {
 		n.lastErr.Store(&r.err)
 	}
-	fo.out <- r
+	fo.res[i] = r
+	bit := uint64(1) << i
+	last := fo.got.Or(bit)|bit == fo.asked
+	if !r.ok || last || fo.oks.Add(1) == fo.wakeAt {
+		select {
+		case fo.wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
 	fo.done()
 }
 
@@ -71,15 +137,18 @@ func (fo *fanout) done() {
 // next returns the next reply, or false once the timeout has passed (or the
 // caller's context ended) with no reply waiting.
 func (fo *fanout) next() (reply, bool) {
-	select {
-	case r := <-fo.out:
-		return r, true
-	case <-fo.ctx.Done():
-		// A reply and the deadline may be ready together: replies first.
+	for {
+		if ready := fo.got.Load() &^ fo.seen; ready != 0 {
+			i := bits.TrailingZeros64(ready)
+			fo.seen |= 1 << i
+			return fo.res[i], true
+		}
 		select {
-		case r := <-fo.out:
-			return r, true
-		default:
+		case <-fo.wake:
+		case <-fo.ctx.Done():
+			if fo.got.Load()&^fo.seen != 0 {
+				continue // replies first
+			}
 			fo.expired = true
 			return reply{}, false
 		}

@@ -3,10 +3,15 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
@@ -453,4 +458,173 @@ func TestRestartWithoutPersistence(t *testing.T) {
 			t.Errorf("second token %d is not above the first %d", l.Token(), first.Token())
 		}
 	})
+}
+
+// TestRefusalsWithTooManyFailures: refusals do not make a missed quorum
+// contention when the failed nodes alone rule a quorum out: with three of
+// five masters paused, TryLock of a key the other two hold is an error
+// (the nodes are the problem), not ErrNotObtained — even though the two
+// refusals arrive first.
+func TestRefusalsWithTooManyFailures(t *testing.T) {
+	srvs := startNodes(t, 5)
+	addrs := addrsOf(srvs)
+	ctx := context.Background()
+	holder, err := distlock.New(newBackend(t, addrs)).Mutex(t.Name()).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Unlock(ctx)
+	for _, i := range []int{0, 1, 2} {
+		srvs[i].Pause(t)
+		defer srvs[i].Resume(t)
+	}
+	c := distlock.New(newBackend(t, addrs, redlock.WithNodeTimeout(200*time.Millisecond)))
+	within(t, time.Second, "TryLock with 3 of 5 paused", func() {
+		_, err = c.Mutex(t.Name()).TryLock(ctx)
+	})
+	var qe *redlock.QuorumError
+	if errors.Is(err, distlock.ErrNotObtained) || !errors.As(err, &qe) {
+		t.Fatalf("TryLock with 3 of 5 paused and the key held: %v; want a *QuorumError, not ErrNotObtained", err)
+	}
+	for i, n := range qe.Nodes {
+		if paused := i < 3; paused != (n.Outcome == redlock.Failed) {
+			t.Errorf("node %d (paused: %v): %v, %v", i, paused, n.Outcome, n.Err)
+		}
+	}
+}
+
+// TestExclusionUnderTimeouts: with a node timeout so short that replies
+// are often late, attempts fail half-way all the time and their releases
+// race with the same owner's next attempt. Mutual exclusion must hold.
+func TestExclusionUnderTimeouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stress test skipped in -short mode")
+	}
+	srvs := startNodes(t, 5)
+	addrs := addrsOf(srvs)
+	const workers, rounds = 6, 10
+	var inside, overlaps, done atomic.Int32
+	var wg sync.WaitGroup
+	for range workers {
+		m := distlock.New(newBackend(t, addrs, redlock.WithNodeTimeout(2*time.Millisecond)),
+			distlock.WithTTL(2*time.Second)).Mutex(t.Name())
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for range rounds {
+				l, err := m.Lock(ctx)
+				if err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(200 * time.Microsecond)
+				inside.Add(-1)
+				done.Add(1)
+				// With 2ms per node, a release may time out: the lease then
+				// expires, and the next holder waits for it.
+				_ = l.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d critical sections overlapped", n)
+	}
+	t.Logf("%d critical sections", done.Load())
+}
+
+// holdBackRelease makes the first release script its client sends look
+// lost (an error comes back at once) and runs it on the server only when
+// the test closes run: a reply lost in the network, the request late.
+type holdBackRelease struct {
+	run  chan struct{}
+	done chan struct{}
+	used atomic.Bool
+}
+
+func (*holdBackRelease) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*holdBackRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *holdBackRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		// The release script is the one whose last argument is the
+		// release channel.
+		args := cmd.Args()
+		isRelease := cmd.Name() == "evalsha" && strings.HasSuffix(fmt.Sprint(args[len(args)-1]), ":released")
+		if !isRelease || !h.used.CompareAndSwap(false, true) {
+			return next(ctx, cmd)
+		}
+		late := redis.NewCmd(context.Background(), args...)
+		go func() {
+			defer close(h.done)
+			<-h.run
+			_ = next(context.Background(), late)
+		}()
+		err := errors.New("i/o timeout (injected: the release will run late)")
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+// TestLateReleaseCannotUndoRetry: a failed attempt's release whose reply
+// was lost can run after the same owner's next attempt was granted on that
+// node, and delete that grant. The next attempt must not count the node,
+// or the owner believes in a quorum it does not have and a second client
+// gets in.
+func TestLateReleaseCannotUndoRetry(t *testing.T) {
+	srvs := startNodes(t, 3)
+	addrs := addrsOf(srvs)
+	ctx := context.Background()
+	key := t.Name()
+	clients := newClients(t, addrs)
+	for _, c := range clients {
+		if err := redisnode.LoadScripts(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := &holdBackRelease{run: make(chan struct{}), done: make(chan struct{})}
+	clients[2].AddHook(hold)
+	b := redlock.New(clients)
+	t.Cleanup(func() { b.Close() })
+
+	// Another owner holds nodes 0 and 1 (on node 1 briefly).
+	if _, err := srvs[0].Do(t, "SET", lockKey(key), "other\n1\n0\n", "PX", "60000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srvs[1].Do(t, "SET", lockKey(key), "other\n1\n0\n", "PX", "500"); err != nil {
+		t.Fatal(err)
+	}
+	req := driver.AcquireRequest{Key: key, Owner: "owner", TTL: time.Minute}
+	// Attempt 1: node 2 grants, 0 and 1 refuse; the release sent to node 2
+	// is held back.
+	if g, err := b.Acquire(ctx, req); err != nil || g.Acquired {
+		t.Fatalf("attempt 1: %+v, %v; want not obtained", g, err)
+	}
+	// Node 0 is freed; node 1 still refuses. Attempt 2 must not count node
+	// 2, where its grant would be undone.
+	if _, err := srvs[0].Do(t, "DEL", lockKey(key)); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := b.Acquire(ctx, req)
+	if !hold.used.Load() {
+		t.Fatalf("the release of attempt 1 was not held back: the fault was not injected")
+	}
+	close(hold.run)
+	select {
+	case <-hold.done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the held-back release did not run")
+	}
+	// Once node 1's foreign lock expires, a second client tries.
+	time.Sleep(600 * time.Millisecond)
+	other := newBackend(t, addrs)
+	gy, err2 := other.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "second", TTL: time.Minute})
+	t.Logf("attempt 2: %+v, %v; second client: %+v, %v", g2, err, gy, err2)
+	if g2.Acquired && gy.Acquired {
+		t.Fatalf("two holders: the owner's retry counted a grant that its own late release deleted")
+	}
 }

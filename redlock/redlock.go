@@ -56,13 +56,15 @@ type Backend struct {
 	quorum int
 
 	prefix      string
+	keys        *redisnode.KeyCache
 	nodeTimeout time.Duration // 0: DefaultNodeTimeout(ttl)
 	drift       func(time.Duration) time.Duration
 	now         func() time.Time // the clock that measures elapsed time
 
 	err       error // set by New when the configuration cannot work
 	pending   pendingSet
-	ownsRDB   bool // opened from a URL: Close closes the clients
+	stop      chan struct{} // closed by Close: workers exit
+	ownsRDB   bool          // opened from a URL: Close closes the clients
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -72,6 +74,7 @@ type node struct {
 	addr    string
 	notify  *redisnode.Notifier
 	lastErr atomic.Pointer[error] // the node's latest failure, for errors that skip it
+	tasks   chan task             // idle workers receive here (see dispatch)
 }
 
 var (
@@ -167,8 +170,11 @@ func New(clients []redis.UniversalClient, opts ...Option) *Backend {
 		b.nodes = nil
 		return b
 	}
+	b.keys = redisnode.NewKeyCache(b.prefix)
+	b.stop = make(chan struct{})
 	for i := range b.nodes {
 		b.nodes[i].notify = redisnode.NewNotifier(b.nodes[i].rdb, 2*time.Second)
+		b.nodes[i].tasks = make(chan task)
 	}
 	b.all = (uint64(1) << len(b.nodes)) - 1
 	b.quorum = len(b.nodes)/2 + 1
@@ -291,7 +297,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 		return driver.Grant{}, err
 	}
 	start := b.now()
-	k := redisnode.KeysFor(b.prefix, req.Key)
+	k := b.keys.Get(req.Key)
 	desc := redisnode.Describe(req.Meta)
 	owner, ttl := req.Owner, req.TTL
 	// Nodes where a release of this owner may still be pending are not
@@ -305,7 +311,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	if probes != 0 {
 		b.pending.begin(req.Key, owner, probes)
 	}
-	fo := b.fan(ctx, b.timeout(ttl), ask|probes, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.timeout(ttl), ask|probes, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		if ask&(1<<i) == 0 {
 			b.probe(ctx, rdb, k, req.Key, owner, i)
 			return reply{node: i, err: errPending}
@@ -449,7 +455,7 @@ func (b *Backend) fence(ctx context.Context, k redisnode.Keys, key string, token
 			granting |= 1 << r.node
 		}
 	}
-	fo := b.fan(ctx, min(timeout, remaining), b.all, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, min(timeout, remaining), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		n, err := redisnode.Seed(ctx, rdb, k, token)
 		return reply{node: i, ok: err == nil && n >= token, token: n, err: err}
 	})
@@ -506,7 +512,7 @@ func (b *Backend) abandon(ctx context.Context, k redisnode.Keys, key, owner stri
 		return
 	}
 	b.pending.begin(key, owner, targets)
-	fo := b.fan(context.WithoutCancel(ctx), b.releaseTimeout(), targets, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(context.WithoutCancel(ctx), b.releaseTimeout(), targets, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		b.probe(ctx, rdb, k, key, owner, i)
 		return reply{node: i}
 	})
@@ -543,9 +549,9 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 		return 0, err
 	}
 	start := b.now()
-	k := redisnode.KeysFor(b.prefix, key)
+	k := b.keys.Get(key)
 	skip, _ := b.pending.blocked(key, owner)
-	fo := b.fan(ctx, b.timeout(ttl), b.all&^skip, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.timeout(ttl), b.all&^skip, b.quorum, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		ok, err := redisnode.Refresh(ctx, rdb, k, owner, ttl)
 		return reply{node: i, ok: ok, err: err}
 	})
@@ -588,7 +594,7 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 // best effort and bounded by one node timeout: the lease does not depend
 // on it.
 func (b *Backend) reseed(ctx context.Context, k redisnode.Keys, owner string, ttl time.Duration, lost uint64) {
-	fo := b.fan(ctx, b.timeout(ttl), lost, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.timeout(ttl), lost, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		token, _, err := redisnode.Acquire(ctx, rdb, k, owner, ttl, "")
 		return reply{node: i, ok: token > 0, err: err}
 	})
@@ -609,8 +615,8 @@ func (b *Backend) Release(ctx context.Context, key, owner string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	k := redisnode.KeysFor(b.prefix, key)
-	fo := b.fan(ctx, b.releaseTimeout(), b.all, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	k := b.keys.Get(key)
+	fo := b.fan(ctx, b.releaseTimeout(), b.all, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		ok, err := redisnode.Release(ctx, rdb, k, owner)
 		return reply{node: i, ok: ok, err: err}
 	})
@@ -680,9 +686,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	if err := b.check(ctx); err != nil {
 		return driver.Info{}, err
 	}
-	k := redisnode.KeysFor(b.prefix, key)
+	k := b.keys.Get(key)
 	states := make([]redisnode.State, len(b.nodes))
-	fo := b.fan(ctx, b.releaseTimeout(), b.all, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.releaseTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		st, err := redisnode.Inspect(ctx, rdb, k)
 		states[i] = st // read only after the reply is received
 		return reply{node: i, ok: err == nil, err: err}
@@ -746,6 +752,9 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closeOnce.Do(func() {
+		if b.stop != nil {
+			close(b.stop)
+		}
 		var errs []error
 		for i := range b.nodes {
 			n := &b.nodes[i]

@@ -26,7 +26,7 @@ func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	ch := redisnode.KeysFor(b.prefix, key).Channel
+	ch := b.keys.Get(key).Channel
 	w := &watch{c: make(chan struct{}, 1), stop: make(chan struct{})}
 	// Subscriptions outlive this call (see above), so their context is
 	// detached from ctx, ended by Close, and bounded.
