@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -120,6 +121,9 @@ func TestGuardConcurrent(t *testing.T) {
 				maxToken[r] = max(maxToken[r], tok)
 				mu.Unlock()
 				err := g.Do(fmt.Sprint("res-", r), tok, func() error {
+					// Yield inside the write, so that a newer writer
+					// would overtake this one if Do let it.
+					runtime.Gosched()
 					history[r] = append(history[r], tok)
 					return nil
 				})
