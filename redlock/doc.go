@@ -4,7 +4,9 @@
 //
 //	var clients []redis.UniversalClient
 //	for _, addr := range []string{"r1:6379", "r2:6379", "r3:6379", "r4:6379", "r5:6379"} {
-//		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+//		clients = append(clients, redis.NewClient(&redis.Options{
+//			Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+//		}))
 //	}
 //	c := distlock.New(redlock.New(clients))
 //	l, err := c.Mutex("orders:42").Lock(ctx)
@@ -25,18 +27,28 @@
 //
 // where elapsed is measured on the client's monotonic clock from the start
 // of the attempt. The lease then ends locally at start + TTL - drift: Lock's
-// Done closes there unless a renewal moved it. Acquire stops waiting as soon
-// as the replies so far rule a quorum out. On failure it releases the lock
-// on every node that granted it, failed or did not answer (a lost reply may
-// hide a grant). It reports the lock not obtained when nodes refused it and
-// the failed nodes alone would have left a quorum possible — the lock is
-// held elsewhere, and distlock waits for its release — or a [*QuorumError]
-// naming each node and its error when too many nodes failed.
+// Done closes there unless a renewal moved it.
+//
+// A successful Acquire waits for every node, up to the timeout, so that an
+// Unlock right after it cannot overtake a grant still on its way. A failing
+// one stops as soon as the replies so far decide it, releases the lock on
+// every node that granted it, failed or did not answer (a lost reply may
+// hide a grant), and reports either the lock not obtained — nodes refused
+// it and the failed ones alone would have left a quorum possible: the lock
+// is held elsewhere, and distlock waits for its release — or a
+// [*QuorumError] naming each node and what it answered, when too many
+// failed.
 //
 // Refresh extends the lease on every master and needs a quorum, with the
 // validity computed as for Acquire; nodes that lost the key meanwhile get it
 // back. Release deletes it on every master. Waiters subscribe on every
 // master and wake when any of them publishes a release.
+//
+// A request whose reply was lost may still run later. A late release of a
+// failed attempt could then delete a grant that the same owner's next
+// attempt counted, leaving it a node short of the quorum it believes it
+// has. So the owner does not count that node again until a later release
+// there has been answered.
 //
 // # Timing assumptions
 //
@@ -52,28 +64,32 @@
 // Each master keeps a counter per key and gives a fresh grant its next
 // value. Per-node counters alone do not order holders, since two holders'
 // quorums may share a single node. The token of a holding is therefore the
-// largest token among the nodes that granted it, and when those nodes
-// disagree it is first written back (the seed script: raise the counter to
-// at least t) to every node, and a quorum of the granting nodes must confirm
-// before Acquire returns. When they agree — counters in sync, the usual case —
-// no second round trip is needed.
+// largest token among the nodes that granted it. When those nodes disagree,
+// it is first written back to every node (the seed script: raise the counter
+// to at least the token), and a quorum of the granting nodes must confirm
+// before Acquire returns; this also brings lagging counters up to date.
+// When they agree — counters in sync, the usual case — no second round trip
+// is needed.
 //
 // Claim: if holding A got token a, every holding B that comes after it, in
 // the sense that on each node B's lock key was created after A's was gone,
 // gets a token b > a.
 //
-// Proof. Let Q be the granting nodes that returned a (no seed) or confirmed
-// its seed. |Q| >= N/2+1, and on each node of Q the counter reached a while
-// A's lock key was on that node: by the increment that created the key, or
-// by a seed confirmed before Acquire returned, within A's lease. A node
-// issues a token only when it creates a lock key, and only where there is
-// none; counters never decrease. So on a node of Q every key created after
-// A's is gone gets a token above a. B was granted by a quorum P, and any two
-// quorums intersect: take j in P and Q. B's key on j was created after A's
-// was gone, so its token exceeds a, and b, the largest of B's tokens, does
-// too. ∎ (A node outside Q that got the seed cannot vouch for a: a key of a
-// later holder may already have been on it, with an older token. That is
-// why only granting nodes count.)
+// Proof. Let Q be the granting nodes that returned a (no write-back) or
+// confirmed it (write-back). |Q| >= N/2+1, and on each node of Q the counter
+// reached a while A's lock key was on that node: by the increment that
+// created the key, or by a write-back confirmed before Acquire returned,
+// within A's lease. A node issues a token only when it creates a lock key,
+// and only where there is none; counters never decrease. So on a node of Q
+// every key created after A's is gone gets a token above a. B was granted
+// by a quorum P, and any two quorums intersect: take j in P and Q. B's key
+// on j was created after A's was gone, so its token exceeds a, and b, the
+// largest of B's tokens, does too. ∎
+//
+// A node that got the write-back without granting cannot vouch for a: a key
+// of a later holder may already sit there with an older token, to be
+// granted again on that holder's next attempt. That is why only granting
+// nodes count.
 //
 // The proof needs counters that never go backwards. A master loses them
 // when it restarts without its data, when it is flushed, when the counter
@@ -81,11 +97,11 @@
 // has no TTL), or when a lagging replica is promoted in its place. Run every
 // master with appendonly yes and appendfsync always, and tokens are
 // guaranteed. Delaying a restart beyond the longest TTL does not bring
-// counters back: it keeps mutual exclusion (below), and tokens then stay
-// increasing only while the next quorum includes a node that kept its
-// counter. Acquire repairs a node whose counter lags at the first grant
-// where it disagrees with the others, which narrows that window but cannot
-// close it.
+// counters back: it keeps mutual exclusion (below), and tokens then keep
+// increasing only while each new quorum includes a node that kept its
+// counter. The write-back repairs a lagging node at the first grant where
+// it disagrees with the others, which narrows that window but cannot close
+// it.
 //
 // # Known critiques, and what distlock does
 //
@@ -118,7 +134,7 @@
 //
 // Redlock is not a consensus protocol. Where a lost lock must never let two
 // writers through, make the resource check fencing tokens, or use a
-// backend built on consensus (etcd, ZooKeeper).
+// backend built on consensus.
 //
 // # Choosing N
 //

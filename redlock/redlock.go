@@ -126,10 +126,17 @@ func (b *Backend) invalid(err error) {
 }
 
 // New returns a backend on clients, one go-redis client per independent
-// Redis master: typically *redis.Client, each with ContextTimeoutEnabled so
-// that the per-node timeout also ends the call itself. The caller keeps
-// ownership of the clients; [Backend.Close] only ends the backend's pub/sub
-// connections.
+// Redis master, typically *redis.Client. Set up each with
+//
+//	ContextTimeoutEnabled: true // the per-node timeout ends the call itself
+//	MaxRetries: -1, DialerRetries: 1
+//
+// Without the first, a node that stops answering holds a call (not the
+// backend, which stops waiting) for the client's ReadTimeout. Without the
+// others, go-redis retries a failed node with backoff until the node
+// timeout, and the error says "context deadline exceeded" instead of why
+// the node failed. The caller keeps ownership of the clients;
+// [Backend.Close] only ends the backend's pub/sub connections and workers.
 //
 // Use an odd number of masters. A quorum is N/2+1, so N masters tolerate
 // (N-1)/2 failures: 3 tolerate 1 and 5 tolerate 2. An even number adds a
@@ -212,6 +219,9 @@ func (b *Backend) check(ctx context.Context) error {
 	}
 	if b.err != nil {
 		return b.err
+	}
+	if len(b.nodes) == 0 { // a Backend not made by New
+		return ErrNoNodes
 	}
 	if ctx == nil {
 		return errNilContext
@@ -443,7 +453,8 @@ var errNotGranting = errors.New("did not grant the lock in this attempt")
 // Only granting nodes count: their counter reached token while the lock key
 // sat on them, so no later holder's key — made after this one left — can
 // have been given a token at or below it there. A node that did not grant
-// may hold a late key of its own owner, whose token predates the seed.
+// may already hold another owner's key, made before the seed with an older
+// token, which that owner may still count when its next attempt succeeds.
 func (b *Backend) fence(ctx context.Context, k redisnode.Keys, key string, token uint64, rs []reply, deadline time.Time, timeout time.Duration) error {
 	remaining := deadline.Sub(b.now())
 	if remaining <= 0 {

@@ -21,7 +21,7 @@ import (
 //
 // One host per independent master; user, password and database apply to
 // each. node_timeout is a Go duration ("50ms"), see [WithNodeTimeout].
-// Clients opened from a URL have ContextTimeoutEnabled set, and are closed
+// Clients opened from a URL are set up as [New] recommends, and are closed
 // with the distlock.Client.
 func init() {
 	distlock.Register("redlock", OpenURL)
@@ -107,6 +107,10 @@ func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 		clients[i] = redis.NewClient(&redis.Options{
 			Addr: addr, Username: user, Password: pass, DB: db,
 			ContextTimeoutEnabled: true,
+			// The backend decides about failed nodes: a retry inside the
+			// client would only wait out the node timeout, hiding the
+			// node's own error.
+			MaxRetries: -1, DialerRetries: 1,
 		})
 	}
 	return clients, opts, nil
