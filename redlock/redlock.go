@@ -672,7 +672,7 @@ func (b *Backend) quorumError(op, key string, rs []reply) *QuorumError {
 			}
 		}
 		switch {
-		case r.err == errPending || r.err == errTooFew || r.err == errNotWaited:
+		case r.err == errPending || r.err == errTooFew || r.err == errNotWaited || r.err == errNotGranting:
 			nr.Outcome = Skipped
 		case r.err != nil:
 			nr.Outcome = Failed

@@ -262,3 +262,45 @@ func TestOpenURL(t *testing.T) {
 		}
 	}
 }
+
+// TestRefreshNeedsQuorum: a renewal succeeds only where a quorum still
+// holds the lock, and gives the lock back to the nodes that lost it.
+func TestRefreshNeedsQuorum(t *testing.T) {
+	srvs := startNodes(t, 5)
+	b := newBackend(t, addrsOf(srvs))
+	ctx := context.Background()
+	acquire := func(key string) {
+		t.Helper()
+		if g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute}); err != nil || !g.Acquired {
+			t.Fatalf("Acquire: %+v, %v", g, err)
+		}
+	}
+	lose := func(key string, nodes ...int) {
+		t.Helper()
+		for _, i := range nodes {
+			if _, err := srvs[i].Do(t, "DEL", lockKey(key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	acquire("two-lost")
+	lose("two-lost", 0, 3)
+	if _, err := b.Refresh(ctx, "two-lost", "o", time.Minute); err != nil {
+		t.Fatalf("Refresh with 3 of 5 nodes holding: %v", err)
+	}
+	for i, v := range onNodes(t, srvs, "GET", lockKey("two-lost")) {
+		if !strings.HasPrefix(v, "o\n") {
+			t.Errorf("node %d holds %q after the refresh; want the lock taken back", i, v)
+		}
+	}
+
+	acquire("three-lost")
+	lose("three-lost", 1, 2, 4)
+	if _, err := b.Refresh(ctx, "three-lost", "o", time.Minute); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Refresh with 2 of 5 nodes holding: %v; want driver.ErrNotHeld", err)
+	}
+	if err := b.Release(ctx, "three-lost", "o"); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Release with 2 of 5 nodes holding: %v; want driver.ErrNotHeld", err)
+	}
+}
