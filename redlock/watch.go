@@ -18,10 +18,10 @@ const subscribeTimeout = 2 * time.Second
 // when any of them fires: a release publishes on every node it reaches, so
 // one live subscription is enough to hear it.
 //
-// Watch returns once every node has confirmed or failed, or once at least
-// one has confirmed and a node timeout has passed: a slow node does not
-// delay the waiter, and its subscription joins the watch when it is
-// confirmed. It fails only if no node could subscribe.
+// Watch returns once every node has confirmed or failed, or a node timeout
+// after the first confirmation: a slow node does not delay the waiter, and
+// its subscription joins the watch when it is confirmed. It fails only if
+// no node could subscribe.
 func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, err
