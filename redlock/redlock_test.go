@@ -286,13 +286,27 @@ func TestRefreshNeedsQuorum(t *testing.T) {
 
 	acquire("two-lost")
 	lose("two-lost", 0, 3)
-	if _, err := b.Refresh(ctx, "two-lost", "o", time.Minute); err != nil {
-		t.Fatalf("Refresh with 3 of 5 nodes holding: %v", err)
-	}
-	for i, v := range onNodes(t, srvs, "GET", lockKey("two-lost")) {
-		if !strings.HasPrefix(v, "o\n") {
-			t.Errorf("node %d holds %q after the refresh; want the lock taken back", i, v)
+	// Re-taking is best effort: a refresh returns once a quorum renewed, so
+	// a slow node's answer may come after it. A few refreshes must get
+	// every node back.
+	var missing []int
+	for range 20 {
+		if _, err := b.Refresh(ctx, "two-lost", "o", time.Minute); err != nil {
+			t.Fatalf("Refresh with 3 of 5 nodes holding: %v", err)
 		}
+		missing = missing[:0]
+		for i, v := range onNodes(t, srvs, "GET", lockKey("two-lost")) {
+			if !strings.HasPrefix(v, "o\n") {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(missing) > 0 {
+		t.Errorf("nodes %v still lack the lock after 20 refreshes; want it taken back", missing)
 	}
 
 	acquire("three-lost")
