@@ -884,6 +884,19 @@ func testRWShare(t TB, h Harness) {
 	tryFails(t, "TryRLock while a writer holds", newClient(t, h).RWMutex(key).TryRLock)
 	tryFails(t, "a second writer", newClient(t, h).RWMutex(key).TryLock)
 	_ = wl.Unlock(ctx)
+
+	// A reader's retry after a lost reply gets the same grant.
+	rw, ok := h.NewBackend(t).(driver.RWLocker)
+	if !ok {
+		t.Fatalf("backend claims ReadWrite but does not implement driver.RWLocker")
+	}
+	req := driver.AcquireRequest{Key: key, Owner: "reader", TTL: 10 * time.Second}
+	g1, err1 := rw.AcquireShared(ctx, req)
+	g2, err2 := rw.AcquireShared(ctx, req)
+	if err1 != nil || err2 != nil || !g1.Acquired || !g2.Acquired || g1.Token != g2.Token {
+		t.Errorf("repeated AcquireShared by one owner: %+v, %v then %+v, %v; want the same grant", g1, err1, g2, err2)
+	}
+	_ = rw.ReleaseShared(ctx, key, "reader")
 }
 
 func testRWWriterFirst(t TB, h Harness) {

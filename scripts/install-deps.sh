@@ -7,6 +7,9 @@ set -euo pipefail
 
 need_pkgs=()
 command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
+# The CLI's terminal tests run under script(1) and bash.
+command -v script >/dev/null 2>&1 || need_pkgs+=(bsdutils)
+command -v bash >/dev/null 2>&1 || need_pkgs+=(bash)
 
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

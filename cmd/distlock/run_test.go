@@ -215,10 +215,7 @@ func inTerminal(t *testing.T, line string) (expect func(want string) string, typ
 	if runtime.GOOS != "linux" {
 		t.Skip("uses util-linux script(1)")
 	}
-	script, err := exec.LookPath("script")
-	if err != nil {
-		t.Skip("script(1) not installed")
-	}
+	script := requireTool(t, "script", "bsdutils")
 	cmd := exec.Command(script, "-qec", line, "/dev/null")
 	out := new(lockedBuffer)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -268,9 +265,7 @@ func TestRunTerminal(t *testing.T) {
 // Ctrl-Z suspends CMD and run as one job, and fg resumes both.
 func TestRunTerminalSuspend(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash not installed")
-	}
+	requireTool(t, "bash", "bash")
 	expect, typ := inTerminal(t, `bash -c 'set -m; `+binary+` run --url mem:// --key k -- sh -c "echo reading; read x; echo got:\$x; exit 5"; `+
 		`echo "stopped=$?"; fg; echo "rc=$?"'`)
 	expect("reading\n")
@@ -278,4 +273,22 @@ func TestRunTerminalSuspend(t *testing.T) {
 	expect("stopped=147")
 	typ("hello\n")
 	expect("got:hello\nrc=5\n")
+}
+
+// requireTool returns the path of a tool a terminal test needs. Where it is
+// missing the test is skipped, except under make test
+// (DISTLOCK_REQUIRE_SERVERS=1), where a missing tool is a failure:
+// scripts/install-deps.sh installs it.
+func requireTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := fmt.Sprintf("%s not found; install it with scripts/install-deps.sh or apt-get install %s", name, pkg)
+	if os.Getenv("DISTLOCK_REQUIRE_SERVERS") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
 }

@@ -7,18 +7,12 @@
 local owner, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 drop_expired(KEYS[1], KEYS[2], now)
-if redis.call('ZSCORE', KEYS[1], owner) then
-  -- A retry of an attempt whose reply was lost: the same grant again.
-  redis.call('ZADD', KEYS[1], now + ttl, owner)
-  keep_alive(KEYS[1], KEYS[2], now)
-  return tonumber(redis.call('HGET', KEYS[2], owner))
+local again = regrant(KEYS[1], KEYS[2], owner, ttl, now)
+if again then
+  return again
 end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return -math.max(0, tonumber(first[2]) - now)
 end
-local fence = redis.call('INCR', KEYS[3])
-redis.call('ZADD', KEYS[1], now + ttl, owner)
-redis.call('HSET', KEYS[2], owner, fence)
-keep_alive(KEYS[1], KEYS[2], now)
-return fence
+return grant(KEYS[1], KEYS[2], KEYS[3], owner, ttl, now)

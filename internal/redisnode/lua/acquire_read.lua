@@ -4,11 +4,9 @@
 local owner, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 drop_expired(KEYS[3], KEYS[4], now)
-if redis.call('ZSCORE', KEYS[3], owner) then
-  -- A retry of an attempt whose reply was lost: the same grant again.
-  redis.call('ZADD', KEYS[3], now + ttl, owner)
-  keep_alive(KEYS[3], KEYS[4], now)
-  return tonumber(redis.call('HGET', KEYS[4], owner))
+local again = regrant(KEYS[3], KEYS[4], owner, ttl, now)
+if again then
+  return again
 end
 local writer = redis.call('PTTL', KEYS[1])
 if writer == -1 or writer > 0 then
@@ -18,8 +16,4 @@ local waiting = redis.call('PTTL', KEYS[5])
 if waiting > 0 then
   return -waiting
 end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('ZADD', KEYS[3], now + ttl, owner)
-redis.call('HSET', KEYS[4], owner, fence)
-keep_alive(KEYS[3], KEYS[4], now)
-return fence
+return grant(KEYS[3], KEYS[4], KEYS[2], owner, ttl, now)

@@ -23,3 +23,23 @@ local function keep_alive(permits, tokens, now)
     redis.call('PEXPIRE', tokens, life)
   end
 end
+
+-- regrant renews owner's lease if it already holds one (a retry of an
+-- attempt whose reply was lost) and returns its token, or nil.
+local function regrant(leases, tokens, owner, ttl, now)
+  if not redis.call('ZSCORE', leases, owner) then
+    return nil
+  end
+  redis.call('ZADD', leases, now + ttl, owner)
+  keep_alive(leases, tokens, now)
+  return tonumber(redis.call('HGET', tokens, owner))
+end
+
+-- grant gives owner a new lease with the next fencing token.
+local function grant(leases, tokens, counter, owner, ttl, now)
+  local fence = redis.call('INCR', counter)
+  redis.call('ZADD', leases, now + ttl, owner)
+  redis.call('HSET', tokens, owner, fence)
+  keep_alive(leases, tokens, now)
+  return fence
+end
