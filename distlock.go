@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
@@ -25,9 +26,13 @@ type Client struct {
 }
 
 // New returns a Client that takes locks from backend. The options are the
-// defaults for every [Mutex] of the client. A nil backend does not panic: the
-// client's locks fail with [ErrInvalidBackend].
+// defaults for every [Mutex] of the client. A nil backend, also a typed nil
+// such as (*memlock.Backend)(nil), does not panic: the client's locks fail
+// with [ErrInvalidBackend].
 func New(backend driver.Backend, opts ...Option) *Client {
+	if isNil(backend) {
+		backend = nil
+	}
 	c := &Client{backend: backend, opts: defaultOptions()}
 	if backend != nil {
 		c.caps = backend.Capabilities()
@@ -48,6 +53,19 @@ func New(backend driver.Backend, opts ...Option) *Client {
 		opt(&c.opts)
 	}
 	return c
+}
+
+// isNil reports whether b is nil or an interface holding a nil pointer (or
+// map, func, chan, slice): methods called on it would likely panic.
+func isNil(b driver.Backend) bool {
+	if b == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(b); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Mutex returns a mutual-exclusion lock named key. The Mutex is only a
@@ -115,7 +133,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	if !g.Acquired {
 		return nil, ErrNotObtained
 	}
-	return m.newLock(owner, start, g)
+	return m.newLock(owner, start, g, false)
 }
 
 // Lock takes the lock, waiting as long as it takes, until ctx is done. It
@@ -159,7 +177,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		start := time.Now()
 		g, err := m.acquire(ctx, req)
 		if err == nil && g.Acquired {
-			return m.newLock(owner, start, g)
+			return m.newLock(owner, start, g, ambiguous)
 		}
 		var delay time.Duration
 		switch {
@@ -234,6 +252,9 @@ func (m *Mutex) check(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
+	if m == nil {
+		return fmt.Errorf("%w: nil Mutex", ErrInvalidArgument)
+	}
 	if m.c == nil || m.c.backend == nil {
 		return fmt.Errorf("%w: nil backend", ErrInvalidBackend)
 	}
@@ -269,14 +290,16 @@ func (m *Mutex) leave(ctx context.Context, owner string) {
 	_ = m.c.queuer.Leave(rctx, m.key, owner)
 }
 
-func (m *Mutex) newLock(owner string, start time.Time, g driver.Grant) (*Lock, error) {
+// newLock returns the handle of grant g. ambiguous reports that an earlier
+// attempt of the same owner had an unknown outcome (see Lock.floor).
+func (m *Mutex) newLock(owner string, start time.Time, g driver.Grant, ambiguous bool) (*Lock, error) {
 	if g.ValidFor <= 0 {
 		// A grant that is already worthless is a backend bug or a clock
 		// problem; holding it would break mutual exclusion.
 		m.abandon(context.Background(), owner)
 		return nil, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor)
 	}
-	return startLock(m, owner, start, g), nil
+	return startLock(m, owner, start, g, ambiguous), nil
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails

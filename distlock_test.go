@@ -234,6 +234,10 @@ func TestNilArguments(t *testing.T) {
 	if _, err := nilClient.Mutex("k").TryLock(context.Background()); !errors.Is(err, distlock.ErrInvalidBackend) {
 		t.Errorf("nil client: %v", err)
 	}
+	var nilMutex *distlock.Mutex
+	if _, err := nilMutex.Lock(context.Background()); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("nil Mutex: %v", err)
+	}
 }
 
 func TestOpen(t *testing.T) {
@@ -294,4 +298,59 @@ func TestOpenErrorsHidePasswords(t *testing.T) {
 			t.Errorf("Open(%q) error shows the password: %v", url, err)
 		}
 	}
+}
+
+func TestTypedNilBackend(t *testing.T) {
+	ctx := context.Background()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("a typed nil backend panicked: %v", r)
+		}
+	}()
+	c := distlock.New((*memlock.Backend)(nil))
+	for name, take := range map[string]func() (*distlock.Lock, error){
+		"Mutex.Lock":           func() (*distlock.Lock, error) { return c.Mutex("k").Lock(ctx) },
+		"Mutex.TryLock":        func() (*distlock.Lock, error) { return c.Mutex("k").TryLock(ctx) },
+		"Semaphore.Acquire":    func() (*distlock.Lock, error) { return c.Semaphore("s", 2).Acquire(ctx) },
+		"RWMutex.RLock":        func() (*distlock.Lock, error) { return c.RWMutex("rw").RLock(ctx) },
+		"RWMutex.TryLock":      func() (*distlock.Lock, error) { return c.RWMutex("rw").TryLock(ctx) },
+		"Semaphore.TryAcquire": func() (*distlock.Lock, error) { return c.Semaphore("s", 2).TryAcquire(ctx) },
+	} {
+		if _, err := take(); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("%s: %v; want ErrInvalidBackend", name, err)
+		}
+	}
+	if _, err := distlock.LockAll(ctx, c.Mutex("a")); !errors.Is(err, distlock.ErrInvalidBackend) {
+		t.Errorf("LockAll: %v; want ErrInvalidBackend", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// silentWatcher notifies no one: a waiter relies on RetryAfter alone.
+type silentWatcher struct{ *memlock.Backend }
+
+func (silentWatcher) Watch(context.Context, string) (driver.Watch, error) { return silentWatch{}, nil }
+
+type silentWatch struct{}
+
+func (silentWatch) C() <-chan struct{} { return nil }
+func (silentWatch) Close() error       { return nil }
+
+// TestWaiterHonoursRetryAfterWithWatch: a watch's sleep is the safety poll;
+// the holder's remaining lease, when shorter, must win.
+func TestWaiterHonoursRetryAfterWithWatch(t *testing.T) {
+	b := silentWatcher{memlock.New()}
+	c := distlock.New(b, distlock.WithSafetyPoll(time.Minute), distlock.WithTTL(50*time.Millisecond), distlock.WithoutAutoRefresh())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Mutex("k").Lock(ctx); err != nil { // left to expire
+		t.Fatal(err)
+	}
+	l, err := c.Mutex("k").Lock(ctx)
+	if err != nil {
+		t.Fatalf("waiter not woken by the holder's remaining lease: %v", err)
+	}
+	_ = l.Unlock(ctx)
 }

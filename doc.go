@@ -52,10 +52,14 @@
 //
 // # Renewal
 //
-// A watchdog renews the lease every TTL/3 while it is held, until Unlock.
-// A refused renewal ends the handle at once; failing ones are retried until
-// the deadline, which then ends it. [WithoutAutoRefresh] turns the watchdog
-// off, leaving [Lock.Refresh] to the caller.
+// A watchdog renews the lease while it is held, until Unlock: after every
+// confirmed renewal the next is due within a third of the validity that
+// renewal confirmed. A refused renewal ends the handle at once; failing
+// ones are retried until the deadline, which then ends it.
+// [WithoutAutoRefresh] turns the watchdog off, leaving [Lock.Refresh] to
+// the caller. A handle sends one renewal at a time, the watchdog's and
+// Refresh's alike, so the store applies them in order; a renewal whose
+// outcome is unknown only ever shortens the deadline.
 //
 // # Errors
 //

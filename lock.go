@@ -22,38 +22,43 @@ type Lock struct {
 	token uint64
 
 	done chan struct{} // closed when the lease ends
+	ctxs ctxSet        // told when the lease ends
 
-	mu          sync.Mutex
-	err         error         // why the lease ended; nil while held
-	onEnd       []func(error) // cancel the contexts made by Context
-	ttl         time.Duration
+	mu  sync.Mutex
+	err error // why the lease ended; nil while held
+	ttl time.Duration
+	// floor is the shortest TTL of a renewal (or acquisition attempt)
+	// whose outcome is unknown, 0 if none: the store may still apply it,
+	// after any later one, and cut the lease to that TTL. Deadlines are
+	// computed as if every later renewal had asked for at most floor.
+	floor       time.Duration
+	validFor    time.Duration // the validity the last confirmed renewal granted
 	validUntil  time.Time
-	validSince  time.Time   // start of the attempt that set validUntil
-	nextRenew   time.Time   // zero without auto-refresh
-	timer       *time.Timer // runs tick at the next renewal or the deadline
+	nextRenew   time.Time     // zero without auto-refresh
+	timer       *time.Timer   // runs tick at the next renewal or the deadline
+	renewal     chan struct{} // non-nil while a renewal is in flight; closed when it ends
 	renewing    context.CancelFunc
 	unlocked    bool
 	lostForSure bool // the backend said the key is not ours
 }
 
 // startLock returns the handle of a fresh grant. It costs no goroutine: one
-// timer wakes it for each renewal and at the deadline.
-func startLock(m *Mutex, owner string, start time.Time, g driver.Grant) *Lock {
+// timer wakes it for each renewal and at the deadline. ambiguous reports
+// that an attempt before the grant had an unknown outcome.
+func startLock(m *Mutex, owner string, start time.Time, g driver.Grant, ambiguous bool) *Lock {
 	l := &Lock{
-		m:          m,
-		owner:      owner,
-		token:      g.Token,
-		ttl:        m.opts.ttl,
-		validUntil: start.Add(g.ValidFor),
-		validSince: start,
+		m:     m,
+		owner: owner,
+		token: g.Token,
+		ttl:   m.opts.ttl,
+		done:  make(chan struct{}),
 	}
-	l.done = make(chan struct{})
-	now := time.Now()
-	if m.opts.autoRefresh {
-		l.nextRenew = start.Add(l.interval())
+	if ambiguous {
+		l.floor = m.opts.ttl
 	}
 	l.mu.Lock()
-	l.timer = time.AfterFunc(l.nextEvent().Sub(now), l.tick)
+	l.confirmed(start, g.ValidFor)
+	l.timer = time.AfterFunc(time.Until(l.nextEvent()), l.tick)
 	l.mu.Unlock()
 	if g.Lost != nil {
 		go func() {
@@ -90,23 +95,18 @@ func (l *Lock) Err() error {
 
 // Context returns a context derived from parent that is cancelled when the
 // lease ends, with [Lock.Err] as its cause ([context.Cause]). Run the work
-// the lock protects under it.
+// the lock protects under it. The handle forgets the context as soon as
+// parent ends, so deriving one per request of a long-held lock is fine.
 func (l *Lock) Context(parent context.Context) context.Context {
-	ctx, cancel := context.WithCancelCause(parent)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		cancel(l.err)
-	} else {
-		l.onEnd = append(l.onEnd, cancel)
-	}
-	return ctx
+	return l.ctxs.derive(parent)
 }
 
 // ValidUntil returns the local deadline of the lease, on the monotonic
 // clock: the start of the acquisition (or of the last confirmed renewal)
-// plus the TTL, less the backend's clock drift allowance. Past it the lease
-// is treated as lost even if the server would still honour it.
+// plus the TTL, less the backend's clock drift allowance (and less the
+// difference to a shorter TTL whose renewal had an unknown outcome, see
+// [Lock.Refresh]). Past it the lease is treated as lost even if the server
+// would still honour it.
 func (l *Lock) ValidUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -116,8 +116,18 @@ func (l *Lock) ValidUntil() time.Time {
 // Refresh extends the lease to ttl from now and makes ttl the lease length
 // for later automatic renewals. It returns [ErrLockLost] if the key is no
 // longer held by this handle (the handle then ends), the handle's error if
-// it has already ended, and a wrapped backend error otherwise (the lease
-// is then unchanged and may still be renewed).
+// it has ended, also while the renewal was on its way (an ended handle
+// stays ended: nothing changes), and a wrapped backend error otherwise (the
+// lease is then unchanged and may still be renewed).
+//
+// Renewals of one handle are sent one at a time, so that the store applies
+// them in the order their outcomes are recorded: Refresh waits for a
+// renewal in flight (the watchdog's or another Refresh) to finish first,
+// or for ctx to end. When a renewal's outcome is unknown (an error other
+// than ErrLockLost), the store may still apply it later; from then on
+// [Lock.ValidUntil] is computed as if no renewal asked for more than that
+// renewal's TTL, which only makes the deadline earlier and the watchdog
+// more frequent.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -125,32 +135,102 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl, nil); err != nil {
 		return err
 	}
-	if err := l.Err(); err != nil {
-		return err
+	for { // claim the one renewal slot
+		if err := ctx.Err(); err != nil { // not sent: its outcome is known
+			return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
+		}
+		l.mu.Lock()
+		if err := l.ended(time.Now()); err != nil {
+			l.mu.Unlock()
+			return err
+		}
+		busy := l.renewal
+		if busy == nil {
+			l.renewal = make(chan struct{})
+			// A reply after the deadline is worthless (the handle has
+			// ended): do not keep the slot, or the caller, past it.
+			rctx, cancel := context.WithDeadline(ctx, l.validUntil)
+			l.mu.Unlock()
+			defer cancel()
+			return l.renew(rctx, ttl)
+		}
+		l.mu.Unlock()
+		select {
+		case <-busy:
+		case <-l.done:
+		case <-ctx.Done():
+		}
 	}
-	return l.refresh(ctx, ttl)
 }
 
-// refresh renews the lease once with ttl and records the new deadline.
-func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
+// renew sends one renewal with ttl and records its outcome. The caller has
+// claimed the renewal slot (l.renewal); renew frees it.
+func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	valid, err := l.m.refresh(ctx, l.owner, ttl)
-	if err != nil {
-		if isNotHeld(err) {
-			l.markLost()
-			return ErrLockLost
-		}
-		return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
-	}
+
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !start.Before(l.validSince) { // a slower, older renewal must not win
-		l.validSince = start
-		l.validUntil = start.Add(valid)
-		l.ttl = ttl
-		if !l.unlocked && l.renewing == nil {
-			l.timer.Reset(time.Until(l.nextEvent()))
+	close(l.renewal)
+	l.renewal, l.renewing = nil, nil
+	notHeld := isNotHeld(err)
+	if notHeld {
+		l.lostForSure = true
+	} else if err != nil && (l.floor == 0 || ttl < l.floor) {
+		l.floor = ttl
+	}
+	now := time.Now()
+	if ended := l.ended(now); ended != nil {
+		return ended
+	}
+	switch {
+	case notHeld:
+		l.end(ErrLockLost)
+		return ErrLockLost
+	case err != nil:
+		if !l.nextRenew.IsZero() && !now.Before(l.nextRenew) {
+			// A due renewal failed: try again soon, while the lease lasts.
+			l.nextRenew = now.Add(min(l.interval(l.validFor), max(l.validUntil.Sub(now)/4, time.Millisecond)))
 		}
+		l.timer.Reset(l.nextEvent().Sub(now))
+		return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
+	}
+	if l.floor > 0 && l.floor < ttl {
+		valid -= ttl - l.floor // see floor; drift only grows with the TTL
+	}
+	l.ttl = ttl
+	l.confirmed(start, valid)
+	if !now.Before(l.validUntil) { // confirmed too late to be worth anything
+		l.end(ErrLockExpired)
+		return ErrLockExpired
+	}
+	l.timer.Reset(l.nextEvent().Sub(now))
+	return nil
+}
+
+// confirmed records a grant or renewal that started at start and is valid
+// for valid, and schedules the next renewal within a third of that validity.
+// l.mu is held, or l is not shared yet.
+func (l *Lock) confirmed(start time.Time, valid time.Duration) {
+	l.validFor = valid
+	l.validUntil = start.Add(valid)
+	if l.m.opts.autoRefresh {
+		l.nextRenew = start.Add(l.interval(valid))
+	}
+}
+
+// ended returns why the handle has ended, or nil while it is held. A
+// lease past its deadline ends here even if the timer has not run yet.
+// l.mu is held.
+func (l *Lock) ended(now time.Time) error {
+	if l.err == nil && !l.unlocked && !now.Before(l.validUntil) {
+		l.end(ErrLockExpired)
+	}
+	switch {
+	case l.err != nil:
+		return l.err
+	case l.unlocked:
+		return ErrLockReleased
 	}
 	return nil
 }
@@ -170,6 +250,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.mu.Unlock()
 		return ErrLockReleased
 	}
+	prior := l.ended(time.Now()) // a lease past its deadline has ended
 	l.unlocked = true
 	l.timer.Stop()
 	if l.renewing != nil {
@@ -177,7 +258,6 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	lost := l.lostForSure
 	l.mu.Unlock()
-	prior := l.Err()
 
 	var err error
 	if !lost { // an expired lease may still be ours on the server: clean up
@@ -209,60 +289,40 @@ func (l *Lock) end(reason error) {
 	}
 	l.err = reason
 	close(l.done)
-	for _, cancel := range l.onEnd {
-		cancel(reason)
-	}
-	l.onEnd = nil
+	l.ctxs.end(reason)
 }
 
 // tick runs on the timer: it ends the lease at its deadline and, with
 // auto-refresh, renews it when due. While a renewal is in flight the timer
 // is set to the deadline, so a backend that does not answer (a paused
-// server, a client that ignores ctx deadlines) cannot hold the deadline back.
+// server, a client that ignores ctx deadlines) cannot hold the deadline back;
+// the renewal reschedules the timer when it returns.
 func (l *Lock) tick() {
 	l.mu.Lock()
-	if l.unlocked || l.err != nil {
-		l.mu.Unlock()
-		return
-	}
 	now := time.Now()
-	if !now.Before(l.validUntil) {
-		l.end(ErrLockExpired)
+	if l.ended(now) != nil {
 		l.mu.Unlock()
 		return
 	}
-	if l.nextRenew.IsZero() || l.renewing != nil || now.Before(l.nextRenew) {
+	if l.nextRenew.IsZero() || l.renewal != nil || now.Before(l.nextRenew) {
 		l.timer.Reset(l.nextEvent().Sub(now))
 		l.mu.Unlock()
 		return
 	}
+	l.renewal = make(chan struct{})
 	ctx, cancel := context.WithDeadline(context.Background(), l.validUntil)
 	l.renewing = cancel
 	ttl := l.ttl
 	l.timer.Reset(l.validUntil.Sub(now))
 	l.mu.Unlock()
 
-	err := l.refresh(ctx, ttl) // timer callbacks run in their own goroutine
+	_ = l.renew(ctx, ttl) // timer callbacks run in their own goroutine
 	cancel()
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.renewing = nil
-	if l.unlocked || l.err != nil {
-		return
-	}
-	now = time.Now()
-	next := l.interval()
-	if err != nil { // transient: try again soon, while the lease lasts
-		next = min(next, max(l.validUntil.Sub(now)/4, time.Millisecond))
-	}
-	l.nextRenew = now.Add(next)
-	l.timer.Reset(l.nextEvent().Sub(now))
 }
 
 // nextEvent is when tick must run next. l.mu is held.
 func (l *Lock) nextEvent() time.Time {
-	if !l.nextRenew.IsZero() && l.renewing == nil && l.nextRenew.Before(l.validUntil) {
+	if !l.nextRenew.IsZero() && l.renewal == nil && l.nextRenew.Before(l.validUntil) {
 		return l.nextRenew
 	}
 	return l.validUntil
@@ -273,16 +333,20 @@ func (l *Lock) markLost() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lostForSure = true
-	if !l.unlocked { // a renewal that raced with Unlock must not relabel it
+	if !l.unlocked { // a loss that raced with Unlock must not relabel it
 		l.end(ErrLockLost)
 	}
 }
 
-// interval is the renewal period: a third of the TTL unless configured.
-// l.mu is held, or l is not shared yet.
-func (l *Lock) interval() time.Duration {
-	if d := l.m.opts.refreshInterval; d > 0 {
+// interval is the renewal period after a renewal that granted valid: the
+// configured interval, but never more than a third of valid, so that two
+// more attempts fit before the deadline.
+func (l *Lock) interval(valid time.Duration) time.Duration {
+	if d := l.m.opts.refreshInterval; d > 0 && d < valid/3 {
 		return d
 	}
-	return l.ttl / 3
+	return valid / 3
 }
+
+// registered reports how many contexts and hooks the handle keeps.
+func (l *Lock) registered() int { return l.ctxs.len() }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 )
 
 // MultiLock holds several locks as one: taken all or none, released
@@ -15,17 +14,21 @@ type MultiLock struct {
 	locks  []*Lock
 	ctx    context.Context // cancelled, with the first loss as cause, when any lock ends
 	cancel context.CancelCauseFunc
-
-	mu    sync.Mutex
-	onEnd []context.CancelCauseFunc // the contexts made by Context
+	ctxs   ctxSet // the contexts made by Context
 }
 
 // LockAll takes every mutex, waiting for each as [Mutex.Lock] does, and
 // returns them held together. The mutexes are taken in a fixed order (by
 // key), so callers that lock overlapping sets in any order cannot deadlock.
 // If a lock cannot be taken before ctx ends, LockAll releases the ones it
-// took and returns the error: all or none. Two mutexes with the same key on
-// the same client are an error (the second would wait for the first).
+// took and returns the error: all or none.
+//
+// Each key may appear once, whatever the clients of its mutexes: two
+// mutexes with the same key are an error ([ErrInvalidArgument]). On clients
+// of one store they are the same lock, and the second would wait for the
+// first until ctx ends; distlock cannot tell whether two backends reach the
+// same server, and mutexes with equal keys on different stores could not be
+// ordered the same way by every caller.
 func LockAll(ctx context.Context, ms ...*Mutex) (*MultiLock, error) {
 	return lockAll(ctx, ms, (*Mutex).Lock)
 }
@@ -44,9 +47,9 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 		return nil, fmt.Errorf("%w: nil mutex", ErrInvalidArgument)
 	}
 	order := slices.Clone(ms)
-	slices.SortStableFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.key, b.key) })
-	for i := 1; i < len(order); i++ {
-		if order[i].key == order[i-1].key && order[i].c == order[i-1].c {
+	slices.SortFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.key, b.key) })
+	for i := 1; i < len(order); i++ { // sorted: equal keys are neighbours
+		if order[i].key == order[i-1].key {
 			return nil, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, order[i].key)
 		}
 	}
@@ -62,13 +65,7 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 	}
 	ml.ctx, ml.cancel = context.WithCancelCause(context.Background())
 	for _, l := range ml.locks {
-		l.mu.Lock()
-		if l.err != nil {
-			ml.end(l.err)
-		} else {
-			l.onEnd = append(l.onEnd, ml.end)
-		}
-		l.mu.Unlock()
+		l.ctxs.hook(ml.end)
 	}
 	return ml, nil
 }
@@ -90,30 +87,20 @@ func (ml *MultiLock) Err() error {
 }
 
 // Context returns a context derived from parent that is cancelled when any
-// of the locks ends, with [MultiLock.Err] as its cause.
+// of the locks ends, with [MultiLock.Err] as its cause. Like
+// [Lock.Context], it is forgotten as soon as parent ends.
 func (ml *MultiLock) Context(parent context.Context) context.Context {
-	ctx, cancel := context.WithCancelCause(parent)
-	ml.mu.Lock()
-	defer ml.mu.Unlock()
-	if ml.ctx.Err() != nil {
-		cancel(context.Cause(ml.ctx))
-	} else {
-		ml.onEnd = append(ml.onEnd, cancel)
-	}
-	return ctx
+	return ml.ctxs.derive(parent)
 }
 
 // end ends the multi-lock with reason; the first reason wins.
 func (ml *MultiLock) end(reason error) {
-	ml.mu.Lock()
-	defer ml.mu.Unlock()
 	ml.cancel(reason)
-	reason = context.Cause(ml.ctx)
-	for _, cancel := range ml.onEnd {
-		cancel(reason)
-	}
-	ml.onEnd = nil
+	ml.ctxs.end(context.Cause(ml.ctx))
 }
+
+// registered reports how many contexts the multi-lock keeps.
+func (ml *MultiLock) registered() int { return ml.ctxs.len() }
 
 // Unlock releases every lock, in reverse order, and returns their errors
 // joined (see [Lock.Unlock]); it tries them all even if some fail.

@@ -120,12 +120,19 @@ func TestMultiLockLostWhenOneIsLost(t *testing.T) {
 }
 
 func TestLockAllInvalid(t *testing.T) {
-	ctx := context.Background()
-	c := distlock.New(memlock.New())
+	// A duplicate that slipped through would wait for itself until ctx ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	store := memlock.New()
+	c, shared, other := distlock.New(store), distlock.New(store), distlock.New(memlock.New())
 	for name, ms := range map[string][]*distlock.Mutex{
 		"none":      nil,
 		"nil":       {c.Mutex("a"), nil},
 		"duplicate": {c.Mutex("a"), c.Mutex("b"), c.Mutex("a")},
+		// Sorted by key, the two on c are not neighbours.
+		"duplicate apart":       {c.Mutex("a"), shared.Mutex("a"), c.Mutex("a")},
+		"same store":            {c.Mutex("a"), shared.Mutex("a")},
+		"same key, other store": {c.Mutex("a"), other.Mutex("a")},
 	} {
 		if _, err := distlock.LockAll(ctx, ms...); !errors.Is(err, distlock.ErrInvalidArgument) {
 			t.Errorf("%s: %v; want ErrInvalidArgument", name, err)

@@ -16,7 +16,7 @@ type Option func(*options)
 type options struct {
 	ttl             time.Duration
 	autoRefresh     bool
-	refreshInterval time.Duration // 0: ttl/3
+	refreshInterval time.Duration // 0: a third of the validity; never more
 	backoff         Backoff
 	safetyPoll      time.Duration
 	releaseTimeout  time.Duration
@@ -43,7 +43,8 @@ func (o *options) invalid(format string, args ...any) {
 }
 
 // WithTTL sets the lease length (default [DefaultTTL]). The lease is renewed
-// every ttl/3 while the lock is held, unless [WithoutAutoRefresh] is given,
+// every third of its validity (ttl less the backend's drift allowance) while
+// the lock is held, unless [WithoutAutoRefresh] is given,
 // so a short TTL means a crashed holder blocks others only briefly, at the
 // cost of more renewals. A TTL below [MinTTL] makes Lock and TryLock fail
 // with [ErrInvalidTTL].
@@ -57,9 +58,13 @@ func WithoutAutoRefresh() Option {
 	return func(o *options) { o.autoRefresh = false }
 }
 
-// WithRefreshInterval sets how often the watchdog renews the lease
-// (default: a third of the TTL). It must be positive and shorter than the
-// TTL, or Lock fails with [ErrInvalidArgument].
+// WithRefreshInterval makes the watchdog renew the lease more often than
+// its default: a third of the validity the last grant or renewal confirmed
+// (the TTL less the backend's drift allowance, and for multi-node backends
+// less the round's duration). A longer interval is shortened to that third,
+// so that a renewal is always due well before [Lock.ValidUntil], with time
+// for two more attempts. d must be positive and shorter than the TTL, or
+// Lock fails with [ErrInvalidArgument].
 func WithRefreshInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {

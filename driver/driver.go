@@ -100,8 +100,12 @@ type Grant struct {
 	ValidFor time.Duration
 
 	// RetryAfter, when not Acquired, is the holder's remaining lease as far
-	// as the backend knows: a bound on how long polling should sleep.
-	// Zero means unknown.
+	// as the backend knows: a bound on how long polling should sleep, also
+	// for a waiter whose watch is in place (its own sleep is a long safety
+	// poll). Zero means unknown. A backend that knows the lease has run out
+	// or is about to (a remaining TTL that rounds to zero) reports a small
+	// positive value, such as 1ms, so that the waiter retries at once
+	// rather than after its safety poll.
 	RetryAfter time.Duration
 
 	// Lost, if not nil, is closed by the backend when it learns that the

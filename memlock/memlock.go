@@ -10,19 +10,24 @@
 package memlock
 
 import (
-	"net/url"
-
 	"context"
-	"github.com/distlock-go/distlock"
+	"fmt"
 	"maps"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
-// Backend is an in-memory lock store. The zero value is not usable; call New.
+// errNil is returned by the methods of a nil *Backend.
+var errNil = fmt.Errorf("memlock: nil *Backend: %w", distlock.ErrInvalidBackend)
+
+// Backend is an in-memory lock store. The zero value is an empty store,
+// ready to use, as is the result of New. The methods of a nil *Backend
+// return an error wrapping distlock.ErrInvalidBackend.
 type Backend struct {
 	mu       sync.Mutex
 	locks    map[string]*entry
@@ -59,15 +64,46 @@ var (
 
 // New returns an empty store.
 func New() *Backend {
-	return &Backend{
-		locks:    make(map[string]*entry),
-		fences:   make(map[string]uint64),
-		watchers: make(map[string]map[*watch]struct{}),
-		queues:   make(map[string][]waiter),
-		permits:  make(map[string]map[string]*entry),
-		readers:  make(map[string]map[string]*entry),
-		writing:  make(map[string]waiter),
+	b := new(Backend)
+	b.init()
+	return b
+}
+
+func (b *Backend) init() {
+	b.locks = make(map[string]*entry)
+	b.fences = make(map[string]uint64)
+	b.watchers = make(map[string]map[*watch]struct{})
+	b.queues = make(map[string][]waiter)
+	b.permits = make(map[string]map[string]*entry)
+	b.readers = make(map[string]map[string]*entry)
+	b.writing = make(map[string]waiter)
+}
+
+// lock locks b.mu, after readying a zero Backend. It fails on a nil b.
+func (b *Backend) lock() error {
+	if b == nil {
+		return errNil
 	}
+	b.mu.Lock()
+	if b.locks == nil {
+		b.init()
+	}
+	return nil
+}
+
+// start begins a method call: it checks b and ctx, and locks b.mu.
+func (b *Backend) start(ctx context.Context) error {
+	if b != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return b.lock()
+}
+
+// retryAfter is the Grant.RetryAfter of an attempt refused until t: never
+// zero (which means "unknown" and leaves a waiter to its safety poll), even
+// when t is now or just past.
+func retryAfter(t, now time.Time) time.Duration {
+	return max(t.Sub(now), time.Millisecond)
 }
 
 // Capabilities implements driver.Backend.
@@ -88,10 +124,9 @@ func (b *Backend) held(key string, now time.Time) *entry {
 
 // Acquire implements driver.Backend.
 func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.acquire(req, time.Now()), nil
 }
@@ -103,7 +138,7 @@ func (b *Backend) acquire(req driver.AcquireRequest, now time.Time) driver.Grant
 			if req.Fair && req.Queue > 0 {
 				b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
 			}
-			return driver.Grant{RetryAfter: e.expires.Sub(now)}
+			return driver.Grant{RetryAfter: retryAfter(e.expires, now)}
 		}
 		e.extend(now, req.TTL) // a retry of our own attempt
 		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}
@@ -112,7 +147,9 @@ func (b *Backend) acquire(req driver.AcquireRequest, now time.Time) driver.Grant
 		if req.Queue > 0 {
 			b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
 		}
-		return driver.Grant{}
+		// Free, but another waiter's turn: it takes the lock, or its
+		// place lapses (a waiter that vanished) at its deadline.
+		return driver.Grant{RetryAfter: retryAfter(b.queues[req.Key][0].deadline, now)}
 	}
 	b.dequeue(req.Key, req.Owner)
 	b.fences[req.Key]++
@@ -175,10 +212,9 @@ func (b *Backend) setQueue(key string, q []waiter) {
 
 // Leave implements driver.Queuer.
 func (b *Backend) Leave(ctx context.Context, key, owner string) error {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	wasFirst := b.dequeue(key, owner)
 	if e := b.held(key, time.Now()); e != nil && e.owner == owner {
@@ -204,10 +240,9 @@ func (b *Backend) expired(key string, e *entry) {
 
 // Release implements driver.Backend.
 func (b *Backend) Release(ctx context.Context, key, owner string) error {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w, ok := b.writing[key]; ok && w.owner == owner { // a writer gave up waiting
 		delete(b.writing, key)
@@ -225,12 +260,11 @@ func (b *Backend) Release(ctx context.Context, key, owner string) error {
 
 // Refresh implements driver.Backend.
 func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	e := b.held(key, now)
 	if e == nil || e.owner != owner {
 		return 0, driver.ErrNotHeld
@@ -241,12 +275,11 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 
 // Inspect implements driver.Inspector.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return driver.Info{}, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	info := driver.Info{Token: b.fences[key]}
 	if e := b.held(key, now); e != nil {
 		info.Held = true
@@ -264,7 +297,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 // not told, and its next renewal is refused. It exists for tests of code
 // that must survive losing a lock.
 func (b *Backend) Expire(key string) {
-	b.mu.Lock()
+	if b.lock() != nil {
+		return
+	}
 	defer b.mu.Unlock()
 	if e := b.locks[key]; e != nil {
 		e.timer.Stop()
@@ -275,12 +310,11 @@ func (b *Backend) Expire(key string) {
 
 // Watch implements driver.Waiter.
 func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
-	w := &watch{b: b, key: key, c: make(chan struct{}, 1)}
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	w := &watch{b: b, key: key, c: make(chan struct{}, 1)}
 	set := b.watchers[key]
 	if set == nil {
 		set = make(map[*watch]struct{})
@@ -365,25 +399,24 @@ func (b *Backend) livePermits(key string, now time.Time) map[string]*entry {
 
 // AcquirePermit implements driver.Semaphore.
 func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	ps := b.livePermits(req.Key, now)
 	if e := ps[req.Owner]; e != nil {
 		e.extend(now, req.TTL)
 		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
 	}
 	if len(ps) >= n {
-		first := time.Duration(-1)
+		var first time.Time
 		for _, e := range ps {
-			if d := e.expires.Sub(now); first < 0 || d < first {
-				first = d
+			if first.IsZero() || e.expires.Before(first) {
+				first = e.expires
 			}
 		}
-		return driver.Grant{RetryAfter: first}, nil
+		return driver.Grant{RetryAfter: retryAfter(first, now)}, nil
 	}
 	if ps == nil {
 		ps = make(map[string]*entry)
@@ -409,10 +442,9 @@ func (b *Backend) permitExpired(key string, e *entry) {
 
 // ReleasePermit implements driver.Semaphore.
 func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.livePermits(key, time.Now())[owner]
 	if e == nil {
@@ -426,12 +458,11 @@ func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
 
 // RefreshPermit implements driver.Semaphore.
 func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	e := b.livePermits(key, now)[owner]
 	if e == nil {
 		return 0, driver.ErrNotHeld
@@ -443,7 +474,9 @@ func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time
 // ExpirePermits ends every permit of the semaphore key at once, as Expire
 // does for a lock.
 func (b *Backend) ExpirePermits(key string) {
-	b.mu.Lock()
+	if b.lock() != nil {
+		return
+	}
 	defer b.mu.Unlock()
 	for _, e := range b.permits[key] {
 		e.timer.Stop()
@@ -471,21 +504,22 @@ func (b *Backend) liveReaders(key string, now time.Time) map[string]*entry {
 
 // AcquireExclusive implements driver.RWLocker.
 func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	if rs := b.liveReaders(req.Key, now); len(rs) > 0 {
 		if w, ok := b.writing[req.Key]; req.Queue > 0 && (!ok || w.owner == req.Owner || !now.Before(w.deadline)) {
 			b.writing[req.Key] = waiter{owner: req.Owner, deadline: now.Add(req.Queue)}
 		}
-		last := time.Duration(0)
+		var last time.Time
 		for _, r := range rs {
-			last = max(last, r.expires.Sub(now))
+			if r.expires.After(last) {
+				last = r.expires
+			}
 		}
-		return driver.Grant{RetryAfter: last}, nil
+		return driver.Grant{RetryAfter: retryAfter(last, now)}, nil
 	}
 	g := b.acquire(driver.AcquireRequest{Key: req.Key, Owner: req.Owner, TTL: req.TTL, Meta: req.Meta}, now)
 	if w, ok := b.writing[req.Key]; ok && w.owner == req.Owner && g.Acquired {
@@ -496,22 +530,21 @@ func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireReques
 
 // AcquireShared implements driver.RWLocker.
 func (b *Backend) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	rs := b.liveReaders(req.Key, now)
 	if e := rs[req.Owner]; e != nil {
 		e.extend(now, req.TTL)
 		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
 	}
 	if e := b.held(req.Key, now); e != nil {
-		return driver.Grant{RetryAfter: e.expires.Sub(now)}, nil
+		return driver.Grant{RetryAfter: retryAfter(e.expires, now)}, nil
 	}
 	if w, ok := b.writing[req.Key]; ok && now.Before(w.deadline) {
-		return driver.Grant{RetryAfter: w.deadline.Sub(now)}, nil
+		return driver.Grant{RetryAfter: retryAfter(w.deadline, now)}, nil
 	}
 	if rs == nil {
 		rs = make(map[string]*entry)
@@ -536,10 +569,9 @@ func (b *Backend) readerExpired(key string, e *entry) {
 
 // ReleaseShared implements driver.RWLocker.
 func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return err
 	}
-	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.liveReaders(key, time.Now())[owner]
 	if e == nil {
@@ -553,12 +585,11 @@ func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
 
 // RefreshShared implements driver.RWLocker.
 func (b *Backend) RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := ctx.Err(); err != nil {
+	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	now := time.Now()
-	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	e := b.liveReaders(key, now)[owner]
 	if e == nil {
 		return 0, driver.ErrNotHeld

@@ -1,0 +1,235 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/memlock"
+)
+
+// intercept wraps memlock and hands every renewal to refresh, which decides
+// when (and whether) send delivers it to the store: a slow connection, a
+// lost reply, a backend with a large drift allowance.
+type intercept struct {
+	*memlock.Backend
+	refresh  func(ctx context.Context, ttl time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error)
+	validFor func(ttl time.Duration) time.Duration // the validity the backend reports, if set
+}
+
+func (b *intercept) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+	g, err := b.Backend.Acquire(ctx, req)
+	if g.Acquired && b.validFor != nil {
+		g.ValidFor = b.validFor(req.TTL)
+	}
+	return g, err
+}
+
+func (b *intercept) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+	send := func(ctx context.Context) (time.Duration, error) {
+		valid, err := b.Backend.Refresh(ctx, key, owner, ttl)
+		if err == nil && b.validFor != nil {
+			valid = b.validFor(ttl)
+		}
+		return valid, err
+	}
+	if b.refresh == nil {
+		return send(ctx)
+	}
+	return b.refresh(ctx, ttl, send)
+}
+
+// serverDeadline returns a lower bound of when the store lets key's lease
+// run out.
+func serverDeadline(t *testing.T, b *memlock.Backend, key string) time.Time {
+	t.Helper()
+	before := time.Now()
+	info, err := b.Inspect(context.Background(), key)
+	if err != nil || !info.Held {
+		t.Fatalf("Inspect: %+v, %v; want the key held", info, err)
+	}
+	return before.Add(info.TTL)
+}
+
+func within(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(d):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestRenewalsAppliedInOrder: a renewal with a short TTL that reaches the
+// store after one with a longer TTL leaves the store with the short lease;
+// the handle must never claim more than that.
+func TestRenewalsAppliedInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		watchdog bool // the held-back renewal is the watchdog's, not a Refresh
+		lost     bool // its reply is lost at once; the store applies it later
+	}{
+		{name: "refresh overtakes refresh"},
+		{name: "refresh overtakes watchdog", watchdog: true},
+		{name: "lost reply applied late", lost: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const short, long = time.Second, 3 * time.Second
+			held, release, applied := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			overtook := make(chan struct{}, 1)
+			b := &intercept{Backend: memlock.New()}
+			var delayed atomic.Bool
+			b.refresh = func(ctx context.Context, ttl time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error) {
+				if ttl != short || !delayed.CompareAndSwap(false, true) { // only the first short one is delayed
+					if ttl == long {
+						overtook <- struct{}{}
+					}
+					return send(ctx)
+				}
+				close(held)
+				deliver := func() (time.Duration, error) {
+					<-release
+					defer close(applied)
+					return send(context.WithoutCancel(ctx)) // it is on the wire already
+				}
+				if tc.lost {
+					go func() { _, _ = deliver() }()
+					return 0, errors.New("reply lost")
+				}
+				return deliver()
+			}
+			opts := []distlock.Option{distlock.WithTTL(short)}
+			if !tc.watchdog {
+				opts = append(opts, distlock.WithoutAutoRefresh())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := distlock.New(b, opts...).Mutex("k").Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock(ctx)
+			if !tc.watchdog {
+				go func() { _ = l.Refresh(ctx, short) }()
+			}
+			within(t, held, 5*time.Second, "the short renewal")
+			second := make(chan error, 1)
+			go func() { second <- l.Refresh(ctx, long) }()
+			select { // give the long renewal the chance to overtake
+			case <-overtook:
+			case <-time.After(200 * time.Millisecond):
+			}
+			close(release)
+			within(t, applied, 5*time.Second, "the short renewal to reach the store")
+			if err := <-second; err != nil {
+				t.Fatalf("Refresh(%v): %v", long, err)
+			}
+			if over := l.ValidUntil().Sub(serverDeadline(t, b.Backend, "k")); over > 50*time.Millisecond {
+				t.Errorf("ValidUntil is %v past the store's deadline for the lease", over)
+			}
+		})
+	}
+}
+
+// TestRefreshOnEndedHandle: a handle that ended stays ended, also when it
+// ends while a renewal is on its way back.
+func TestRefreshOnEndedHandle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(l *distlock.Lock) // ends the handle while the reply is held
+		want error
+	}{
+		{"unlocked", func(l *distlock.Lock) { _ = l.Unlock(context.Background()) }, distlock.ErrLockReleased},
+		{"expired", func(l *distlock.Lock) { <-l.Done() }, distlock.ErrLockExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const ttl = 200 * time.Millisecond
+			held, release := make(chan struct{}), make(chan struct{})
+			b := &intercept{Backend: memlock.New()}
+			b.refresh = func(ctx context.Context, _ time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error) {
+				valid, err := send(ctx) // applied by the store; the reply is slow
+				close(held)
+				<-release
+				return valid, err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := distlock.New(b, distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).Mutex("k").Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refreshed := make(chan error, 1)
+			go func() { refreshed <- l.Refresh(ctx, time.Minute) }()
+			within(t, held, 5*time.Second, "the renewal")
+			tc.end(l)
+			deadline := l.ValidUntil()
+			close(release)
+			if err := <-refreshed; !errors.Is(err, tc.want) {
+				t.Errorf("Refresh that returned after the handle ended: %v; want %v", err, tc.want)
+			}
+			if got := l.ValidUntil(); !got.Equal(deadline) {
+				t.Errorf("ValidUntil moved by %v on an ended handle", got.Sub(deadline))
+			}
+			if !errors.Is(l.Err(), tc.want) {
+				t.Errorf("Err() = %v; want %v", l.Err(), tc.want)
+			}
+			if err := l.Refresh(ctx, time.Minute); !errors.Is(err, tc.want) {
+				t.Errorf("Refresh on the ended handle: %v; want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRenewalScheduleFollowsValidity: the watchdog's next renewal is due
+// within a third of the validity the last renewal confirmed, whatever the
+// configured interval or the TTL of an explicit Refresh.
+func TestRenewalScheduleFollowsValidity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ttl      time.Duration
+		opts     []distlock.Option
+		validFor func(ttl time.Duration) time.Duration
+		refresh  time.Duration // an explicit Refresh right after Lock, if set
+	}{
+		// The interval is shorter than the TTL but not than the validity.
+		{name: "interval past validity", ttl: time.Second, opts: []distlock.Option{distlock.WithRefreshInterval(990 * time.Millisecond)},
+			validFor: func(ttl time.Duration) time.Duration { return ttl - driver.DefaultDrift(ttl) }},
+		{name: "refresh with a shorter TTL", ttl: 3 * time.Second, refresh: 300 * time.Millisecond},
+		// A renewal confirms less than the acquisition did (a slow
+		// multi-node round): the schedule follows the renewal.
+		{name: "renewal confirms less", ttl: 600 * time.Millisecond,
+			validFor: func() func(time.Duration) time.Duration {
+				var calls atomic.Int32
+				return func(ttl time.Duration) time.Duration {
+					if calls.Add(1) == 1 {
+						return ttl
+					}
+					return ttl / 4
+				}
+			}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &intercept{Backend: memlock.New(), validFor: tc.validFor}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := distlock.New(b, append(tc.opts, distlock.WithTTL(tc.ttl))...).Mutex("k").Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock(ctx)
+			if tc.refresh > 0 {
+				if err := l.Refresh(ctx, tc.refresh); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(1500 * time.Millisecond)
+			if err := l.Err(); err != nil {
+				t.Fatalf("lease ended under a live holder with the watchdog on: %v", err)
+			}
+		})
+	}
+}
