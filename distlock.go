@@ -22,7 +22,8 @@ type Client struct {
 	sem     driver.Semaphore // nil when the backend has no semaphores
 	rw      driver.RWLocker  // nil when the backend has no read-write locks
 	opts    options
-	owned   bool // made by Open: Close closes the backend
+	owned   bool  // made by Open: Close closes the backend
+	invalid error // why the client cannot take locks (a nil backend), or nil
 }
 
 // New returns a Client that takes locks from backend. The options are the
@@ -30,11 +31,14 @@ type Client struct {
 // such as (*memlock.Backend)(nil), does not panic: the client's locks fail
 // with [ErrInvalidBackend].
 func New(backend driver.Backend, opts ...Option) *Client {
-	if isNil(backend) {
-		backend = nil
-	}
-	c := &Client{backend: backend, opts: defaultOptions()}
-	if backend != nil {
+	c := &Client{opts: defaultOptions()}
+	switch {
+	case backend == nil:
+		c.invalid = fmt.Errorf("%w: nil backend", ErrInvalidBackend)
+	case isNil(backend): // its methods would likely panic: do not call them
+		c.invalid = fmt.Errorf("%w: nil %T", ErrInvalidBackend, backend)
+	default:
+		c.backend = backend
 		c.caps = backend.Capabilities()
 		if w, ok := backend.(driver.Waiter); ok && c.caps.NotifiedWait {
 			c.waiter = w
@@ -55,12 +59,8 @@ func New(backend driver.Backend, opts ...Option) *Client {
 	return c
 }
 
-// isNil reports whether b is nil or an interface holding a nil pointer (or
-// map, func, chan, slice): methods called on it would likely panic.
+// isNil reports whether b holds a nil pointer (or map, func, chan, slice).
 func isNil(b driver.Backend) bool {
-	if b == nil {
-		return true
-	}
 	switch v := reflect.ValueOf(b); v.Kind() {
 	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface, reflect.UnsafePointer:
 		return v.IsNil()
@@ -255,8 +255,11 @@ func (m *Mutex) check(ctx context.Context) error {
 	if m == nil {
 		return fmt.Errorf("%w: nil Mutex", ErrInvalidArgument)
 	}
-	if m.c == nil || m.c.backend == nil {
-		return fmt.Errorf("%w: nil backend", ErrInvalidBackend)
+	if m.c == nil {
+		return fmt.Errorf("%w: nil Client", ErrInvalidBackend)
+	}
+	if m.c.invalid != nil {
+		return m.c.invalid
 	}
 	if m.opts.fair && (m.c.queuer == nil || m.permits > 0 || m.rw != plain) {
 		return fmt.Errorf("distlock: fair lock %q: %w by this backend", m.key, errors.ErrUnsupported)

@@ -33,7 +33,8 @@ var (
 	// renewed in time (see [MinTTL]).
 	ErrInvalidTTL = errors.New("distlock: invalid TTL")
 
-	// ErrInvalidBackend reports a nil backend.
+	// ErrInvalidBackend reports a nil backend, or an interface holding a
+	// nil pointer such as (*memlock.Backend)(nil).
 	ErrInvalidBackend = errors.New("distlock: invalid backend")
 
 	// ErrInvalidArgument reports an option with a value that cannot work,
