@@ -78,7 +78,7 @@ func TestRenewalsAppliedInOrder(t *testing.T) {
 		{name: "lost reply applied late", lost: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const short, long = time.Second, 3 * time.Second
+			const short, long = 2 * time.Second, 6 * time.Second
 			held, release, applied := make(chan struct{}), make(chan struct{}), make(chan struct{})
 			overtook := make(chan struct{}, 1)
 			b := &intercept{Backend: memlock.New()}
@@ -198,10 +198,10 @@ func TestRenewalScheduleFollowsValidity(t *testing.T) {
 		// The interval is shorter than the TTL but not than the validity.
 		{name: "interval past validity", ttl: time.Second, opts: []distlock.Option{distlock.WithRefreshInterval(990 * time.Millisecond)},
 			validFor: func(ttl time.Duration) time.Duration { return ttl - driver.DefaultDrift(ttl) }},
-		{name: "refresh with a shorter TTL", ttl: 3 * time.Second, refresh: 300 * time.Millisecond},
+		{name: "refresh with a shorter TTL", ttl: 6 * time.Second, refresh: time.Second},
 		// A renewal confirms less than the acquisition did (a slow
 		// multi-node round): the schedule follows the renewal.
-		{name: "renewal confirms less", ttl: 600 * time.Millisecond,
+		{name: "renewal confirms less", ttl: 2 * time.Second,
 			validFor: func() func(time.Duration) time.Duration {
 				var calls atomic.Int32
 				return func(ttl time.Duration) time.Duration {
@@ -213,6 +213,7 @@ func TestRenewalScheduleFollowsValidity(t *testing.T) {
 			}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			b := &intercept{Backend: memlock.New(), validFor: tc.validFor}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -226,7 +227,7 @@ func TestRenewalScheduleFollowsValidity(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(1500 * time.Millisecond)
+			time.Sleep(2 * time.Second) // the old schedule let each of them expire by then
 			if err := l.Err(); err != nil {
 				t.Fatalf("lease ended under a live holder with the watchdog on: %v", err)
 			}
