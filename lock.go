@@ -18,7 +18,7 @@ import (
 // why. Work done under the lock should stop then: use [Lock.Context].
 type Lock struct {
 	m     *Mutex
-	owner string
+	lease driver.Lease
 	token uint64
 
 	done chan struct{} // closed when the lease ends
@@ -45,10 +45,10 @@ type Lock struct {
 // startLock returns the handle of a fresh grant. It costs no goroutine: one
 // timer wakes it for each renewal and at the deadline. ambiguous reports
 // that an attempt before the grant had an unknown outcome.
-func startLock(m *Mutex, owner string, start time.Time, g driver.Grant, ambiguous bool) *Lock {
+func startLock(m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool) *Lock {
 	l := &Lock{
 		m:     m,
-		owner: owner,
+		lease: lease,
 		token: g.Token,
 		ttl:   m.opts.ttl,
 		done:  make(chan struct{}),
@@ -167,7 +167,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // claimed the renewal slot (l.renewal); renew frees it.
 func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	valid, err := l.m.refresh(ctx, l.owner, ttl)
+	valid, err := l.m.c.backend.Refresh(ctx, l.lease, ttl)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -266,7 +266,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.opts.releaseTimeout)
 			defer cancel()
 		}
-		err = l.m.release(ctx, l.owner)
+		err = l.m.c.backend.Release(ctx, l.lease)
 	}
 	l.mu.Lock()
 	l.end(ErrLockReleased)
