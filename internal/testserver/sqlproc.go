@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -134,14 +136,59 @@ func (p *dbProc) logTail() string {
 	return string(b)
 }
 
-// group signals the server's process group.
+// group signals the server's process group and every descendant of the
+// server: PostgreSQL's backends each call setsid, leaving the group.
+// Children are signalled first, so that a stopped parent cannot fork new
+// ones unseen.
 func (p *dbProc) group(sig syscall.Signal) {
 	p.mu.Lock()
 	pid := p.pid
 	p.mu.Unlock()
-	if pid > 0 {
-		_ = syscall.Kill(-pid, sig)
+	if pid <= 0 {
+		return
 	}
+	pids := descendants(pid)
+	for i := len(pids) - 1; i >= 0; i-- {
+		_ = syscall.Kill(pids[i], sig)
+	}
+	_ = syscall.Kill(-pid, sig)
+}
+
+// descendants lists the processes below pid, read from /proc (Linux);
+// elsewhere it finds none.
+func descendants(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := make(map[int][]int)
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], child)
+		}
+	}
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 // Pause stops every process of the server (SIGSTOP): connections stay
