@@ -63,8 +63,8 @@ type Request struct {
 	TTL   time.Duration // lease length, > 0
 	Limit int           // with Permit: the semaphore's size, >= 1
 
-	// Meta describes the holder for inspection (host, pid, ...); it never
-	// affects locking. The same read-only map may come on every call.
+	// Meta describes the holder (host, pid, ...) for Inspect to show; it
+	// never affects locking. The same read-only map may come on every call.
 	Meta map[string]string
 
 	// Fair (Capabilities.Fair; Exclusive only) grants the lock only if no
