@@ -27,6 +27,7 @@ func main() {
 	}
 }
 
+// processOrder updates order id while holding the order's lock.
 func processOrder(ctx context.Context, c *distlock.Client, id int) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
