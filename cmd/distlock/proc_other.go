@@ -46,3 +46,7 @@ func signalNumber(sig os.Signal) int {
 }
 
 func signalName(sig os.Signal) string { return sig.String() }
+
+func adoptOrphans() bool { return false }
+
+func reapOrphans(int, <-chan struct{}) {}
