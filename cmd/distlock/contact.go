@@ -77,8 +77,8 @@ func configProblem(err error) string {
 		return ""
 	case *redlock.QuorumError:
 		return quorumProblem(e)
-	case plainServerError:
-		return "use redis:// instead of rediss://"
+	case tlsMismatchError:
+		return e.hint()
 	case redis.Error:
 		if hint := redisProblem(e.Error()); hint != "" {
 			return hint
@@ -144,29 +144,56 @@ func redisProblem(msg string) string {
 	return ""
 }
 
-// tlsCheckDelay is how long a first contact over TLS may go unanswered
-// before the command checks whether the server speaks TLS at all. A
-// healthy server answers well within it, so it is never asked.
+// tlsCheckDelay is how long a first contact may go unanswered before the
+// command checks whether the server speaks TLS when the URL says it does
+// not, or the other way round. A healthy server answers well within it, so
+// it is never asked.
 const tlsCheckDelay = 300 * time.Millisecond
 
-// plainServerError reports a server that was asked for TLS but speaks
-// plain text. A TLS client cannot tell it from a server that hangs: such a
-// server waits for the end of a command line, and the client for the
-// reply to its handshake.
-type plainServerError struct{ addr string }
+// tlsMismatchError reports a server that speaks plain text when the URL
+// asks for TLS (rediss://), or TLS when it does not (redis://). The client
+// cannot tell the first from a server that hangs: a plain-text server waits
+// for the end of a command line, and the client for the reply to its TLS
+// handshake.
+type tlsMismatchError struct {
+	addr    string
+	withTLS bool // the server speaks TLS
+}
 
-func (e plainServerError) Error() string {
+func (e tlsMismatchError) Error() string {
+	if e.withTLS {
+		return fmt.Sprintf("%s answers with TLS", e.addr)
+	}
 	return fmt.Sprintf("%s answers in plain text, not TLS", e.addr)
 }
 
+func (e tlsMismatchError) hint() string {
+	if e.withTLS {
+		return "use rediss:// instead of redis://"
+	}
+	return "use redis:// instead of rediss://"
+}
+
 // watchTLS returns a context derived from ctx that is cancelled with a
-// plainServerError if rawURL asks for TLS (rediss://) and the server, when
-// it has not answered within tlsCheckDelay, turns out to answer a
-// plain-text PING. stop ends the watch.
+// tlsMismatchError if the server at rawURL (redis:// or rediss://), when it
+// has not answered within tlsCheckDelay, turns out to speak TLS where the
+// URL does not ask for it, or the other way round. stop ends the watch.
 func watchTLS(ctx context.Context, rawURL string) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	u, err := url.Parse(rawURL)
-	if err != nil || !strings.EqualFold(u.Scheme, "rediss") || u.Host == "" {
+	if err != nil || u.Host == "" {
+		return ctx, func() { cancel(nil) }
+	}
+	var mismatch func(context.Context, string) bool
+	switch strings.ToLower(u.Scheme) {
+	case "rediss":
+		mismatch = func(ctx context.Context, addr string) bool {
+			line, err := plainReply(ctx, addr, time.Second)
+			return err == nil && isSimpleReply(line)
+		}
+	case "redis":
+		mismatch = speaksTLS
+	default:
 		return ctx, func() { cancel(nil) }
 	}
 	addr := u.Host
@@ -174,14 +201,31 @@ func watchTLS(ctx context.Context, rawURL string) (_ context.Context, stop func(
 		addr = net.JoinHostPort(u.Hostname(), "6379")
 	}
 	t := time.AfterFunc(tlsCheckDelay, func() {
-		if line, err := plainReply(ctx, addr, time.Second); err == nil && isSimpleReply(line) {
-			cancel(plainServerError{addr})
+		if mismatch(ctx, addr) {
+			cancel(tlsMismatchError{addr: addr, withTLS: strings.EqualFold(u.Scheme, "redis")})
 		}
 	})
 	return ctx, func() {
 		t.Stop()
 		cancel(nil)
 	}
+}
+
+// speaksTLS reports whether the server at addr answers a TLS handshake,
+// with its certificate or with an alert.
+func speaksTLS(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	// The certificate is not checked: the handshake only tells whether the
+	// server speaks TLS, and nothing is sent over the connection.
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		return errors.As(err, &op) && op.Op == "remote error"
+	}
+	conn.Close()
+	return true
 }
 
 // plainReply sends PING to addr in the inline form of the Redis protocol,

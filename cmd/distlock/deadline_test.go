@@ -3,7 +3,18 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +32,7 @@ func TestRunConfigErrorsFailAtOnce(t *testing.T) {
 	for range 3 {
 		nodes = append(nodes, startRedisWithPassword(t, "s3cret").Addr())
 	}
+	withTLS := startTLSRedis(t)
 	tests := []struct {
 		name string
 		args []string
@@ -31,6 +43,8 @@ func TestRunConfigErrorsFailAtOnce(t *testing.T) {
 		{"database out of range", []string{"--url", "redis://" + open.Addr() + "/99"}, []string{"DB index", "database"}},
 		{"TLS to a plain server", []string{"--url", "rediss://" + open.Addr() + "/0"}, []string{"TLS", "redis://"}},
 		{"TLS to a plain server, --wait 2s", []string{"--url", "rediss://" + open.Addr() + "/0", "--wait", "2s"}, []string{"TLS", "redis://"}},
+		{"TLS certificate not accepted", []string{"--url", "rediss://" + withTLS + "/0"}, []string{"certificate"}},
+		{"plain text to a TLS server", []string{"--url", "redis://" + withTLS + "/0"}, []string{"TLS", "rediss://"}},
 		{"Redlock, wrong password", []string{"--url", "redlock://:wrong@" + strings.Join(nodes, ",")}, []string{"WRONGPASS", "password"}},
 	}
 	for _, tt := range tests {
@@ -48,7 +62,7 @@ func TestRunConfigErrorsFailAtOnce(t *testing.T) {
 			}
 		})
 	}
-	for _, u := range []string{"redis://:wrong@" + locked.Addr() + "/0", "rediss://" + open.Addr() + "/0"} {
+	for _, u := range []string{"redis://:wrong@" + locked.Addr() + "/0", "rediss://" + open.Addr() + "/0", "redis://" + withTLS + "/0"} {
 		t.Run("status "+u, func(t *testing.T) {
 			t.Parallel()
 			r := runBin(t, "status", "--url", u, "k")
@@ -58,6 +72,46 @@ func TestRunConfigErrorsFailAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startTLSRedis starts a redis-server that also listens with TLS, with a
+// certificate that no client trusts, and returns the TLS address.
+func startTLSRedis(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "distlock test"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testserver.StartRedis(t, testserver.WithArgs("--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"))
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // A backend that does not answer ends run with 69 within 5s, or --wait

@@ -379,10 +379,10 @@ func leaseReason(l *distlock.Lock) string {
 }
 
 // startReaped starts cmd and waits for it in a goroutine: exited receives
-// Wait's result, and reaped is closed once Wait has returned. On Linux a child's death signal fires
-// when the thread that forked it exits, so that goroutine keeps its thread
-// until the child is reaped: the signal must mean "distlock is gone", not
-// "the runtime retired a thread".
+// Wait's result, and reaped is closed once Wait has returned. On Linux a
+// child's death signal fires when the thread that forked it exits, so that
+// goroutine keeps its thread until the child is reaped: the signal must
+// mean "distlock is gone", not "the runtime retired a thread".
 func startReaped(cmd *exec.Cmd) (exited <-chan error, reaped <-chan struct{}, err error) {
 	started := make(chan error, 1)
 	done := make(chan error, 1)
