@@ -112,9 +112,9 @@ func errText(err error) string {
 }
 
 // backend is an opened backend as a command uses it. It bounds every call
-// (see bounded): by the call's ctx, by callTimeout, and by a cut-off that
-// the command may set for a phase such as the first contact, so that
-// clean-ups which distlock detaches from ctx end by then too. It also
+// (see bounded): by the call's ctx, by callTimeout, and by a context that
+// the command may set to limit a phase such as the first contact, so that
+// clean-ups which distlock detaches from ctx end with the phase too. It also
 // remembers whether the latest acquisition attempt failed, so that a wait
 // that ran out can be told apart from one during which the backend could
 // not be reached, and reports the first failure of a streak while
@@ -127,7 +127,7 @@ type backend struct {
 
 	mu      sync.Mutex
 	lastErr error
-	cutoff  time.Time // zero: none
+	limit   context.Context // nil: none
 }
 
 // mutex returns the lock on key, over b.
@@ -142,24 +142,36 @@ func (b *backend) close() {
 	}, nil)
 }
 
-// setCutoff makes every call from now on end by t; the zero time removes
-// the cut-off.
-func (b *backend) setCutoff(t time.Time) {
+// limitTo makes every call from now on end by limit's deadline, and at
+// once when limit is done, until remove is called.
+func (b *backend) limitTo(limit context.Context) (remove func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.cutoff = t
+	b.limit = limit
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.limit = nil
+	}
 }
 
 // deadline returns when a call made now with ctx must end.
 func (b *backend) deadline(ctx context.Context) time.Time {
-	d := time.Now().Add(callTimeout)
+	now := time.Now()
+	d := now.Add(callTimeout)
 	if t, ok := ctx.Deadline(); ok && t.Before(d) {
 		d = t
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.cutoff.IsZero() && b.cutoff.Before(d) {
-		d = b.cutoff
+	limit := b.limit
+	b.mu.Unlock()
+	if limit != nil {
+		if limit.Err() != nil {
+			return now
+		}
+		if t, ok := limit.Deadline(); ok && t.Before(d) {
+			d = t
+		}
 	}
 	return d
 }

@@ -27,38 +27,34 @@ import (
 // ends the tries at once. Every attempt, and the clean-up after a failed
 // one, ends by deadline.
 func tryUntilAnswered(ctx context.Context, m *distlock.Mutex, b *backend, deadline time.Time) (*distlock.Lock, error) {
-	b.setCutoff(deadline)
-	defer b.setCutoff(time.Time{})
 	ctx, stop := watchTLS(ctx, b.url)
 	defer stop()
-	// Once ctx ends, so does the clean-up of the attempt it ended.
-	defer context.AfterFunc(ctx, func() { b.setCutoff(time.Now()) })()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	defer b.limitTo(ctx)()
 	pause := 50 * time.Millisecond
+	var telling error // the latest error that says more than "time ran out"
 	for {
-		actx, cancel := context.WithDeadline(ctx, deadline)
-		l, err := m.TryLock(actx)
-		cancel()
+		l, err := m.TryLock(ctx)
 		if err == nil || errors.Is(err, distlock.ErrNotObtained) || configProblem(err) != "" ||
 			errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidTTL) || errors.Is(err, distlock.ErrInvalidArgument) {
 			return l, err
 		}
-		if ctx.Err() != nil {
-			if cause := context.Cause(ctx); configProblem(cause) != "" {
-				return nil, cause
-			}
-			return nil, err
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			telling = err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, err
-		}
-		t := time.NewTimer(min(pause, left))
+		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			if cause := context.Cause(ctx); configProblem(cause) != "" {
+			switch cause := context.Cause(ctx); {
+			case configProblem(cause) != "":
 				return nil, cause
+			case errors.Is(cause, context.DeadlineExceeded) && telling != nil:
+				// The last attempt was cut short: an earlier one
+				// tells why the backend does not answer.
+				return nil, telling
 			}
 			return nil, err
 		}

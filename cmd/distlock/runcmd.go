@@ -249,6 +249,8 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 			return nil, c.fail(exitNotObtained, "run", "lock %q not obtained: %v", o.key, ctx.Err())
 		}
 		return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, c.backendFailed("run", fmt.Sprintf("backend unavailable: no answer within %v", contact), err)
 	default:
 		return nil, c.backendFailed("run", "backend unavailable", err)
 	}

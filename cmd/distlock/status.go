@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -112,7 +113,11 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 			if cause := context.Cause(ctx); ctx.Err() != nil && configProblem(cause) != "" {
 				err = cause
 			}
-			return c.backendFailed("status", fmt.Sprintf("inspecting %q", k), err)
+			what := fmt.Sprintf("inspecting %q", k)
+			if errors.Is(err, context.DeadlineExceeded) {
+				what += fmt.Sprintf(": no answer within %v", callTimeout)
+			}
+			return c.backendFailed("status", what, err)
 		}
 		out = append(out, newKeyStatus(k, info))
 	}
