@@ -1,0 +1,96 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
+	"github.com/distlock-go/distlock/redislock"
+)
+
+// TestLostReleaseReply: a release reaches the server and is applied, but
+// its reply is lost (the connection closes: EOF). The call is sent again —
+// by go-redis' own retries, or by the backend when the client has none —
+// and the repeat must report the release it made, not a lost lease.
+func TestLostReleaseReply(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	proxy := testserver.StartProxy(t, srv.Addr())
+	// Loaded up front: the reply to drop must be the script's, not NOSCRIPT.
+	if err := redisnode.LoadScripts(context.Background(), newClient(t, srv.Addr())); err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]func(t *testing.T) *distlock.Client{
+		// go-redis' defaults: it retries a command on EOF.
+		"client retries": func(t *testing.T) *distlock.Client {
+			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			return distlock.New(newBackend(t, rdb), distlock.WithTTL(time.Minute))
+		},
+		// The client a URL opens (the recommended settings).
+		"URL": func(t *testing.T) *distlock.Client {
+			c, err := distlock.Open(context.Background(), "redis://"+proxy.Addr(), distlock.WithTTL(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		},
+	}
+	kinds := []struct {
+		name string
+		take func(c *distlock.Client, ctx context.Context, key string) (*distlock.Lock, error)
+	}{
+		{"mutex", func(c *distlock.Client, ctx context.Context, key string) (*distlock.Lock, error) {
+			return c.Mutex(key).TryLock(ctx)
+		}},
+		{"fair mutex", func(c *distlock.Client, ctx context.Context, key string) (*distlock.Lock, error) {
+			return c.Mutex(key, distlock.WithFairness()).TryLock(ctx)
+		}},
+		{"permit", func(c *distlock.Client, ctx context.Context, key string) (*distlock.Lock, error) {
+			return c.Semaphore(key, 1).TryAcquire(ctx)
+		}},
+		{"reader", func(c *distlock.Client, ctx context.Context, key string) (*distlock.Lock, error) {
+			return c.RWMutex(key).TryRLock(ctx)
+		}},
+		{"writer", func(c *distlock.Client, ctx context.Context, key string) (*distlock.Lock, error) {
+			return c.RWMutex(key).TryLock(ctx)
+		}},
+	}
+	for cname, newClient := range clients {
+		for _, kind := range kinds {
+			t.Run(cname+"/"+kind.name, func(t *testing.T) {
+				c := newClient(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				key := fmt.Sprintf("%s-%s-%s", t.Name(), cname, kind.name)
+				l, err := kind.take(c, ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Only a release names the release channel.
+				dropped := proxy.DropReply(redisnode.KeysFor(redislock.DefaultPrefix, key).Channel)
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("Unlock whose reply was lost: %v; want nil (it released)", err)
+				}
+				select {
+				case <-dropped:
+				default:
+					t.Fatal("the release's reply was not dropped: the fault was not injected")
+				}
+				again, err := kind.take(c, ctx, key)
+				if err != nil {
+					t.Fatalf("taking it again after the release: %v; want it free", err)
+				}
+				if err := again.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+				}
+			})
+		}
+	}
+}
