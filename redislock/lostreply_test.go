@@ -94,3 +94,30 @@ func TestLostReleaseReply(t *testing.T) {
 		}
 	}
 }
+
+// TestWaiterWakesAtHolderExpiry: a holder that vanished (no release, so no
+// notification) is outlived by a waiter that wakes when its lease ends.
+// The waiter's last refused attempt often lands in the lease's last
+// millisecond (PTTL 0); that must still be a hint to retry at once, not an
+// unknown wait that falls back to the safety poll (10s here). Over many
+// rounds some attempts land there.
+func TestWaiterWakesAtHolderExpiry(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	c := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithSafetyPoll(10*time.Second))
+	const rounds, ttl = 40, 20 * time.Millisecond
+	for round := range rounds {
+		key := fmt.Sprintf("%s-%d", t.Name(), round)
+		if _, err := c.Mutex(key, distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).TryLock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		start := time.Now()
+		l, err := c.Mutex(key).Lock(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: waiter after a %v lease: %v after %v; want the lock soon after the lease ended",
+				round, ttl, err, time.Since(start))
+		}
+		_ = l.Unlock(context.Background())
+	}
+}

@@ -235,12 +235,12 @@ func (p *Proxy) dropReply(l *link, _ []byte) bool {
 	if arm == nil {
 		return true
 	}
+	close(arm.dropped) // before the client can see the EOF
 	l.once.Do(func() {
 		close(l.done)
 		_ = l.client.Close()
 		reset(l.server)
 	})
-	close(arm.dropped)
 	return false
 }
 
