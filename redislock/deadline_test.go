@@ -185,4 +185,3 @@ func TestMisconfiguredURL(t *testing.T) {
 		quick(t, "rediss://:right@"+auth.Addr(), "plain text")
 	})
 }
-

@@ -84,16 +84,16 @@ func newScript(src string) script {
 // Keys are the Redis names of one lock. They share a hash slot, so the
 // scripts work on Redis Cluster.
 type Keys struct {
-	Lock    string   // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string   // the fencing counter; never expires
-	Channel string   // published to on release
-	Queue   string   // fair waiters by arrival (sorted set)
-	Places  string   // fair waiters' deadlines (hash)
-	Permits string   // a semaphore's holders by lease expiry (sorted set)
-	Tokens  string   // a semaphore's holders' fencing tokens (hash)
-	Readers string   // a read-write lock's readers by lease expiry (sorted set)
-	RTokens string   // their fencing tokens (hash)
-	Writing string   // the writer waiting for the readers to leave
+	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
+	Fence   string // the fencing counter; never expires
+	Channel string // published to on release
+	Queue   string // fair waiters by arrival (sorted set)
+	Places  string // fair waiters' deadlines (hash)
+	Permits string // a semaphore's holders by lease expiry (sorted set)
+	Tokens  string // a semaphore's holders' fencing tokens (hash)
+	Readers string // a read-write lock's readers by lease expiry (sorted set)
+	RTokens string // their fencing tokens (hash)
+	Writing string // the writer waiting for the readers to leave
 	// Receipt names the last release of the lock (owner and call), for a
 	// short while, so that the same call sent again after a lost reply
 	// knows it released; PermitReceipts and ReadReceipts do the same for
