@@ -23,11 +23,11 @@ import (
 //
 // Query options other than prefix are go-redis' own (see redis.ParseURL)
 // for redis and rediss. Clients opened from a URL are set up as the package
-// documentation recommends (ContextTimeoutEnabled, MaxRetries -1 and
-// DialerRetries 1, unless the query sets max_retries or dialer_retries),
-// and are closed with the distlock.Client. Over rediss://, the TLS handshake
-// is bound to the call's context, and a server that answers in plain text
-// is reported as such within a fraction of a second.
+// documentation recommends (ContextTimeoutEnabled, DialerRetries 1 and,
+// unless the query sets max_retries, MaxRetries -1), and are closed with
+// the distlock.Client. Over rediss://, the TLS handshake is bound to the
+// call's context, and a server that answers in plain text is reported as
+// such within a fraction of a second.
 func init() {
 	for _, s := range []string{"redis", "rediss", "redis+sentinel", "redis+cluster"} {
 		distlock.Register(s, OpenURL)
@@ -82,9 +82,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 		if !q.Has("max_retries") {
 			opt.MaxRetries = -1
 		}
-		if !q.Has("dialer_retries") {
-			opt.DialerRetries = 1
-		}
+		opt.DialerRetries = 1
 		if opt.TLSConfig != nil {
 			opt.Dialer = dialTLS(opt.TLSConfig, opt.DialTimeout)
 		}
