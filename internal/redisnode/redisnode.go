@@ -383,9 +383,37 @@ var calls atomic.Uint64
 
 func init() { calls.Store(rand.Uint64()) }
 
-// callID returns a fresh id for one release call; repeats of the call
-// carry the same id.
-func callID() any { return calls.Add(1) }
+// idBlock holds consecutive call ids, handed out as pointers: a pointer
+// goes into a command argument without an allocation, a number would take
+// one per call.
+type idBlock struct {
+	ids  [64]uint64
+	next atomic.Int32
+}
+
+var ids atomic.Pointer[idBlock]
+
+// callID returns a fresh id for one release call, as a command argument;
+// repeats of the call carry the same id.
+func callID() any {
+	for {
+		b := ids.Load()
+		if b != nil {
+			if i := b.next.Add(1) - 1; int(i) < len(b.ids) {
+				return &b.ids[i]
+			}
+		}
+		nb := new(idBlock)
+		first := calls.Add(uint64(len(nb.ids))) - uint64(len(nb.ids))
+		for i := range nb.ids {
+			nb.ids[i] = first + uint64(i)
+		}
+		nb.next.Store(1)
+		if ids.CompareAndSwap(b, nb) {
+			return &nb.ids[0]
+		}
+	}
+}
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
