@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
@@ -119,5 +121,50 @@ func TestWaiterWakesAtHolderExpiry(t *testing.T) {
 				round, ttl, err, time.Since(start))
 		}
 		_ = l.Unlock(context.Background())
+	}
+}
+
+// TestLostReplyResent: on a client that does not retry (the recommended
+// settings), a call whose connection breaks after the request was sent is
+// sent once more by the backend, and every kind of call reports what the
+// first sending did.
+func TestLostReplyResent(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	proxy := testserver.StartProxy(t, srv.Addr())
+	if err := redisnode.LoadScripts(context.Background(), newClient(t, srv.Addr())); err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := t.Name()
+	lost := func(what string, call func() error) {
+		t.Helper()
+		dropped := proxy.DropReply(lockKey(key))
+		if err := call(); err != nil {
+			t.Errorf("%s whose reply was lost: %v; want what the first sending did", what, err)
+		}
+		select {
+		case <-dropped:
+		default:
+			t.Fatalf("%s: the reply was not dropped: the fault was not injected", what)
+		}
+	}
+	req := driver.AcquireRequest{Key: key, Owner: "owner", TTL: time.Minute, Fair: true, Queue: time.Minute}
+	lost("Acquire", func() error {
+		g, err := b.Acquire(ctx, req)
+		if err == nil && !g.Acquired {
+			err = errors.New("not acquired")
+		}
+		return err
+	})
+	lost("Refresh", func() error { _, err := b.Refresh(ctx, key, "owner", time.Minute); return err })
+	lost("Release", func() error { return b.Release(ctx, key, "owner") })
+	if g, err := b.Acquire(ctx, req); err != nil || !g.Acquired {
+		t.Fatalf("Acquire after the release: %+v, %v", g, err)
+	}
+	lost("Leave", func() error { return b.Leave(ctx, key, "owner") })
+	if n, err := newClient(t, srv.Addr()).Exists(ctx, lockKey(key)).Result(); err != nil || n != 0 {
+		t.Errorf("the lock is still there after Leave: %d, %v", n, err)
 	}
 }
