@@ -185,3 +185,26 @@ func TestMisconfiguredURL(t *testing.T) {
 		quick(t, "rediss://:right@"+auth.Addr(), "plain text")
 	})
 }
+
+// TestWatchPaused: a subscription that a paused server never confirms
+// ends at the deadline with an error that says the server did not reply.
+// The subscription connection is open before the pause, as it is for a
+// client that has waited before.
+func TestWatchPaused(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	b := newBackend(t, newClient(t, srv.Addr()))
+	w, err := b.Watch(context.Background(), t.Name()+"-before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	srv.Pause(t)
+	defer srv.Resume(t)
+	bounded(t, "Watch", 500*time.Millisecond, "no reply", func(ctx context.Context) error {
+		w, err := b.Watch(ctx, t.Name())
+		if err == nil {
+			w.Close()
+		}
+		return err
+	})
+}
