@@ -521,7 +521,7 @@ func process(ctx context.Context, p processor, argv []any) *redis.Cmd {
 		return cmd
 	}
 	cmd = redis.NewCmd(ctx, argv...)
-	if err := p.Process(ctx, cmd); err != nil && !IsNoScript(err) && !isServerReply(err) {
+	if err := p.Process(ctx, cmd); err != nil && !isServerReply(err) {
 		cmd.SetErr(fmt.Errorf("%w (sent again: %v)", first, err))
 	}
 	return cmd
@@ -534,9 +534,9 @@ func brokenConn(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
 
-// isServerReply reports whether err is an error reply of the server, as
-// opposed to a failure to reach it.
+// isServerReply reports whether err is a reply of the server (NOSCRIPT, a
+// script error, nil), as opposed to a failure to reach it.
 func isServerReply(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
+	return errors.As(err, &re)
 }
