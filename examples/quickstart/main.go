@@ -18,7 +18,7 @@ func main() {
 	addr := flag.String("redis", "localhost:6379", "Redis server address")
 	flag.Parse()
 
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
 	c := distlock.New(redislock.New(rdb), distlock.WithTTL(10*time.Second))
 
