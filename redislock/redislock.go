@@ -74,10 +74,10 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 // failover client from github.com/redis/go-redis/v9. The caller keeps
 // ownership of rdb; closing the backend only ends its pub/sub connection.
 //
-// Set ContextTimeoutEnabled on rdb's options so that context deadlines bound
-// every call; otherwise a server that stops answering holds a call for the
-// client's ReadTimeout. distlock's watchdog ends a lease at its deadline
-// either way.
+// Set up rdb as the package documentation recommends (ContextTimeoutEnabled,
+// MaxRetries -1, DialerRetries 1), so that every call ends within its
+// context's deadline with an error that names its cause. distlock's
+// watchdog ends a lease at its deadline either way.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
 		rdb = nil // a typed nil client: report it, do not panic on it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -553,10 +554,11 @@ func (*holdBackRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 }
 func (h *holdBackRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		// The release script is the one whose last argument is the
-		// release channel.
+		// The release script is the one that names the release channel.
 		args := cmd.Args()
-		isRelease := cmd.Name() == "evalsha" && strings.HasSuffix(fmt.Sprint(args[len(args)-1]), ":released")
+		isRelease := cmd.Name() == "evalsha" && slices.ContainsFunc(args, func(a any) bool {
+			return strings.HasSuffix(fmt.Sprint(a), ":released")
+		})
 		if !isRelease || !h.used.CompareAndSwap(false, true) {
 			return next(ctx, cmd)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,9 +17,6 @@ import (
 	"github.com/distlock-go/distlock/driver"
 )
 
-// inspectTimeout bounds the inspection of one key.
-const inspectTimeout = 10 * time.Second
-
 const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
 
 const statusAbout = `Status shows for each KEY whether the lock is held, its fencing token (of
@@ -26,6 +24,7 @@ the current holding, or of the last one when the lock is free), how long the
 holder's lease has left, and what the holder recorded about itself: host,
 pid, since (when it took the lock) and cmd (what distlock run runs). The
 backend must support inspection. Flags may come before or after the keys.
+A backend that does not answer within 5s ends status with 69.
 `
 
 // keyStatus is one line of `distlock status`, and one element of its JSON
@@ -96,23 +95,29 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	if done {
 		return code
 	}
-	client, code := c.open(ctx, "status", o.url)
-	if client == nil {
+	b, code := c.open(ctx, "status", o.url, time.Now().Add(contactTimeout))
+	if b == nil {
 		return code
 	}
-	defer client.Close()
-	insp, ok := client.Backend().(driver.Inspector)
-	if !ok {
-		return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
-	}
+	defer b.close()
+	ctx, stop := watchTLS(ctx, o.url)
+	defer stop()
 
 	out := make([]keyStatus, 0, len(o.keys))
 	for _, k := range o.keys {
-		ictx, cancel := context.WithTimeout(ctx, inspectTimeout)
-		info, err := insp.Inspect(ictx, k)
-		cancel()
-		if err != nil {
-			return c.fail(exitUnavailable, "status", "inspecting %q: %s", k, errText(err))
+		info, ok, err := b.inspect(ctx, k)
+		switch {
+		case !ok:
+			return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
+		case err != nil:
+			if cause := context.Cause(ctx); ctx.Err() != nil && configProblem(cause) != "" {
+				err = cause
+			}
+			what := fmt.Sprintf("inspecting %q", k)
+			if errors.Is(err, context.DeadlineExceeded) {
+				what += fmt.Sprintf(": no answer within %v", callTimeout)
+			}
+			return c.backendFailed("status", what, err)
 		}
 		out = append(out, newKeyStatus(k, info))
 	}

@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -81,26 +84,35 @@ func newScript(src string) script {
 // Keys are the Redis names of one lock. They share a hash slot, so the
 // scripts work on Redis Cluster.
 type Keys struct {
-	Lock    string   // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string   // the fencing counter; never expires
-	Channel string   // published to on release
-	Queue   string   // fair waiters by arrival (sorted set)
-	Places  string   // fair waiters' deadlines (hash)
-	Permits string   // a semaphore's holders by lease expiry (sorted set)
-	Tokens  string   // a semaphore's holders' fencing tokens (hash)
-	Readers string   // a read-write lock's readers by lease expiry (sorted set)
-	RTokens string   // their fencing tokens (hash)
-	Writing string   // the writer waiting for the readers to leave
-	list    []string // Lock, Fence, Queue, Places
-	boxed   []any    // the same, and Channel, as command arguments, boxed once
-	release []string // Lock, Queue, Places: the keys of release and leave
-	relBox  []any
-	sem     []string // Permits, Tokens, Fence: the keys of the semaphore scripts
-	semBox  []any
-	rw      []string // Lock, Fence, Readers, RTokens, Writing
-	rwBox   []any
-	readBox []any // Readers, RTokens: the keys of a reader's release and refresh
-	reads   []string
+	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
+	Fence   string // the fencing counter; never expires
+	Channel string // published to on release
+	Queue   string // fair waiters by arrival (sorted set)
+	Places  string // fair waiters' deadlines (hash)
+	Permits string // a semaphore's holders by lease expiry (sorted set)
+	Tokens  string // a semaphore's holders' fencing tokens (hash)
+	Readers string // a read-write lock's readers by lease expiry (sorted set)
+	RTokens string // their fencing tokens (hash)
+	Writing string // the writer waiting for the readers to leave
+	// Receipt names the last release of the lock (owner and call), for a
+	// short while, so that the same call sent again after a lost reply
+	// knows it released; PermitReceipts and ReadReceipts do the same for
+	// the releases of permits and of readers (sorted sets by expiry).
+	Receipt        string
+	PermitReceipts string
+	ReadReceipts   string
+	list           []string // Lock, Fence, Queue, Places
+	boxed          []any    // the same, and Channel, as command arguments, boxed once
+	release        []string // Lock, Queue, Places, Writing, Receipt: the keys of release (leave: the first three)
+	relBox         []any
+	sem            []string // Permits, Tokens, Fence: the keys of the semaphore scripts
+	semBox         []any
+	giveBack       []string // Permits, Tokens, PermitReceipts: the keys of a permit's release
+	giveBox        []any
+	rw             []string // Lock, Fence, Readers, RTokens, Writing
+	rwBox          []any
+	readBox        []any // Readers, RTokens, ReadReceipts: a reader's release (refresh: the first two)
+	reads          []string
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -119,15 +131,18 @@ func KeysFor(prefix, name string) Keys {
 	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
-	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing}
-	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing}
+	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
+	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
+	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
 	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
 	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
-	k.reads = []string{k.Readers, k.RTokens}
-	k.readBox = []any{k.Readers, k.RTokens}
+	k.reads = []string{k.Readers, k.RTokens, k.ReadReceipts}
+	k.readBox = []any{k.Readers, k.RTokens, k.ReadReceipts}
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
 	k.sem = []string{k.Permits, k.Tokens, k.Fence}
 	k.semBox = []any{k.Permits, k.Tokens, k.Fence}
+	k.giveBack = []string{k.Permits, k.Tokens, k.PermitReceipts}
+	k.giveBox = []any{k.Permits, k.Tokens, k.PermitReceipts}
 	return k
 }
 
@@ -298,9 +313,10 @@ func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 	return Grant(v)
 }
 
-// ReleasePermit gives owner's permit back: it reports whether owner held one.
+// ReleasePermit gives owner's permit back: it reports whether owner held
+// one. Like [Release], it recognises its own repeat after a lost reply.
 func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.semBox[:2], k.sem[:2], owner, k.boxed[4]).Int64()
+	v, err := run(ctx, c, giveBack, k.giveBox, k.giveBack, owner, k.boxed[4], callID(), receiptMillis).Int64()
 	return v == 1, err
 }
 
@@ -330,21 +346,73 @@ func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 }
 
 // ReleaseRead ends owner's read lease: it reports whether owner held one.
+// Like [Release], it recognises its own repeat after a lost reply.
 func ReleaseRead(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4]).Int64()
+	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4], callID(), receiptMillis).Int64()
 	return v == 1, err
 }
 
 // RefreshRead extends owner's read lease: it reports whether owner held one.
 func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	v, err := run(ctx, c, extendPermit, k.readBox, k.reads, owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, extendPermit, k.readBox[:2], k.reads[:2], owner, boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 
 // Release runs the release script: it reports whether owner held the lock.
+//
+// Each call leaves a receipt for [ReceiptTTL], so that the same call sent
+// again — by the client's retries or by run's, after its reply was lost on
+// a connection that broke — reports the release it made rather than a lock
+// it no longer finds. A new call after a successful one finds no receipt of
+// its own and reports false, as it should.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4]).Int64()
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], callID(), receiptMillis).Int64()
 	return n == 1, err
+}
+
+// ReceiptTTL is how long a release's receipt lasts: longer than a client's
+// retries of the call take (go-redis: up to 3 retries, each at most its
+// ReadTimeout, 5s by default, when no context deadline cuts them short).
+const ReceiptTTL = 10 * time.Second
+
+var receiptMillis any = ReceiptTTL.Milliseconds()
+
+// calls numbers release calls from a random start, so that the ids of two
+// processes releasing for the same owner name are unlikely to meet.
+var calls atomic.Uint64
+
+func init() { calls.Store(rand.Uint64()) }
+
+// idBlock holds consecutive call ids, handed out as pointers: a pointer
+// goes into a command argument without an allocation, a number would take
+// one per call.
+type idBlock struct {
+	ids  [64]uint64
+	next atomic.Int32
+}
+
+var ids atomic.Pointer[idBlock]
+
+// callID returns a fresh id for one release call, as a command argument;
+// repeats of the call carry the same id.
+func callID() any {
+	for {
+		b := ids.Load()
+		if b != nil {
+			if i := b.next.Add(1) - 1; int(i) < len(b.ids) {
+				return &b.ids[i]
+			}
+		}
+		nb := new(idBlock)
+		first := calls.Add(uint64(len(nb.ids))) - uint64(len(nb.ids))
+		for i := range nb.ids {
+			nb.ids[i] = first + uint64(i)
+		}
+		nb.next.Store(1)
+		if ids.CompareAndSwap(b, nb) {
+			return &nb.ids[0]
+		}
+	}
 }
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
@@ -426,12 +494,49 @@ func run(ctx context.Context, c redis.Scripter, s script, keys []any, keyList []
 	argv = append(argv, "evalsha", s.sha, len(keys))
 	argv = append(argv, keys...)
 	argv = append(argv, args...)
-	cmd := redis.NewCmd(ctx, argv...)
-	_ = p.Process(ctx, cmd)
+	cmd := process(ctx, p, argv)
 	if IsNoScript(cmd.Err()) {
 		argv[0], argv[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, argv...)
-		_ = p.Process(ctx, cmd)
+		cmd = process(ctx, p, argv)
 	}
 	return cmd
+}
+
+// process sends a command, and sends it once more, on another connection,
+// if the connection broke before the reply came while ctx still has time.
+// Every script is safe to repeat: acquisitions are idempotent per owner,
+// releases per call (receipts), and a renewal repeated is a renewal. This
+// keeps a lost reply from surfacing as an error on clients that do not
+// retry (MaxRetries: -1, as recommended); a client that does has already
+// retried.
+//
+// If the repeat fails too, the error is the first one, the repeat's noted
+// in its text: the first request may have reached the server, which the
+// repeat's error (say, a refused dial) must not be taken to deny.
+func process(ctx context.Context, p processor, argv []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, argv...)
+	_ = p.Process(ctx, cmd)
+	first := cmd.Err()
+	if !brokenConn(first) || ctx.Err() != nil {
+		return cmd
+	}
+	cmd = redis.NewCmd(ctx, argv...)
+	if err := p.Process(ctx, cmd); err != nil && !isServerReply(err) {
+		cmd.SetErr(fmt.Errorf("%w (sent again: %v)", first, err))
+	}
+	return cmd
+}
+
+// brokenConn reports whether err says the connection failed after the
+// command was written, before its reply was read.
+func brokenConn(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
+}
+
+// isServerReply reports whether err is a reply of the server (NOSCRIPT, a
+// script error, nil), as opposed to a failure to reach it.
+func isServerReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }
