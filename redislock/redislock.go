@@ -209,20 +209,10 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 		return err
 	}
 	k := b.keys.Get(l.Key)
-	var (
-		ok  bool
-		err error
-	)
-	switch l.Kind {
-	case driver.Read:
-		ok, err = redisnode.ReleaseRead(ctx, b.rdb, k, l.Owner)
-	case driver.Permit:
-		ok, err = redisnode.ReleasePermit(ctx, b.rdb, k, l.Owner)
-	default:
-		ok, err = redisnode.Release(ctx, b.rdb, k, l.Owner)
-		if err == nil && !ok && l.Kind == driver.Exclusive {
-			err = redisnode.Leave(ctx, b.rdb, k, l.Owner)
-		}
+	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, redisnode.Release)
+	ok, err := release(ctx, b.rdb, k, l.Owner)
+	if err == nil && !ok && l.Kind == driver.Exclusive {
+		err = redisnode.Leave(ctx, b.rdb, k, l.Owner)
 	}
 	if err == nil && !ok {
 		return driver.ErrNotHeld
@@ -235,19 +225,8 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if err := b.check(l.Key); err != nil {
 		return 0, err
 	}
-	k := b.keys.Get(l.Key)
-	var (
-		ok  bool
-		err error
-	)
-	switch l.Kind {
-	case driver.Read:
-		ok, err = redisnode.RefreshRead(ctx, b.rdb, k, l.Owner, ttl)
-	case driver.Permit:
-		ok, err = redisnode.RefreshPermit(ctx, b.rdb, k, l.Owner, ttl)
-	default:
-		ok, err = redisnode.Refresh(ctx, b.rdb, k, l.Owner, ttl)
-	}
+	refresh := byKind(l.Kind, redisnode.RefreshRead, redisnode.RefreshPermit, redisnode.Refresh)
+	ok, err := refresh(ctx, b.rdb, b.keys.Get(l.Key), l.Owner, ttl)
 	switch {
 	case err != nil:
 		return 0, err
@@ -255,6 +234,18 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 		return 0, driver.ErrNotHeld
 	}
 	return ttl - b.drift(ttl), nil
+}
+
+// byKind returns the operation on a reader, on a permit, or on the lock,
+// for a lease of kind.
+func byKind[F any](kind driver.Kind, reader, permit, lock F) F {
+	switch kind {
+	case driver.Read:
+		return reader
+	case driver.Permit:
+		return permit
+	}
+	return lock
 }
 
 // Watch implements driver.Backend over the client's shared subscription.
