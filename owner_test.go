@@ -243,24 +243,32 @@ func ExampleClient_Inspect() {
 	// Output: true mutex 1 1 invoice
 }
 
-// badKeys refuses every key, as a backend with a key format would refuse
-// the keys it cannot store.
-type badKeys struct{ *memlock.Backend }
-
-func (badKeys) Acquire(context.Context, driver.Request) (driver.Grant, error) {
-	return driver.Grant{}, fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey)
+// refusing refuses every request with err, as a backend refuses a key it
+// cannot store or a kind it does not offer.
+type refusing struct {
+	*memlock.Backend
+	err error
 }
 
-// TestBackendRefusesKey: a key the backend can never store fails Lock at
-// once with ErrInvalidKey, rather than being retried until ctx ends.
-func TestBackendRefusesKey(t *testing.T) {
-	c := distlock.New(badKeys{memlock.New()})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Mutex("k").Lock(ctx); !errors.Is(err, distlock.ErrInvalidKey) || ctx.Err() != nil {
-		t.Errorf("Lock of a key the backend refuses: %v (ctx: %v); want ErrInvalidKey at once", err, ctx.Err())
-	}
-	if _, err := c.Mutex("k").TryLock(ctx); !errors.Is(err, distlock.ErrInvalidKey) {
-		t.Errorf("TryLock of a key the backend refuses: %v; want ErrInvalidKey", err)
+func (r refusing) Acquire(context.Context, driver.Request) (driver.Grant, error) {
+	return driver.Grant{}, r.err
+}
+
+// TestBackendRefuses: a request the backend refuses outright fails Lock at
+// once, rather than being retried until ctx ends.
+func TestBackendRefuses(t *testing.T) {
+	for _, tc := range []struct{ err, want error }{
+		{fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey), distlock.ErrInvalidKey},
+		{fmt.Errorf("backend: no such kind: %w", errors.ErrUnsupported), errors.ErrUnsupported},
+	} {
+		c := distlock.New(refusing{memlock.New(), tc.err})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := c.Mutex("k").Lock(ctx); !errors.Is(err, tc.want) || ctx.Err() != nil {
+			t.Errorf("Lock refused with %v: %v (ctx: %v); want %v at once", tc.err, err, ctx.Err(), tc.want)
+		}
+		if _, err := c.Mutex("k").TryLock(ctx); !errors.Is(err, tc.want) {
+			t.Errorf("TryLock refused with %v: %v; want %v", tc.err, err, tc.want)
+		}
+		cancel()
 	}
 }
