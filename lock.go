@@ -78,7 +78,8 @@ func (l *Lock) Key() string { return l.m.key }
 // Token returns the fencing token of this holding. It is strictly greater
 // than the token of every earlier holding of the same key, so a resource
 // that remembers the highest token it has seen can reject writes from a
-// holder whose lease has ended (see package fence).
+// holder whose lease has ended (see package fence). The holds of one
+// re-entrant lease share their token (see [OwnerID]).
 func (l *Lock) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: on Unlock,
@@ -240,7 +241,9 @@ func (l *Lock) ended(now time.Time) error {
 // already ended, and [ErrLockReleased] on a second call. It never deletes a
 // lock that another holder took over. If ctx is already done, Unlock still
 // releases, detached from ctx and bounded by [WithReleaseTimeout]. If the
-// backend cannot be reached the lock expires on its own after its TTL.
+// backend cannot be reached the lock expires on its own after its TTL. The
+// hold of a re-entrant lock releases only itself: the lock stays held while
+// the owner has other holds (see [OwnerID]).
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()

@@ -69,8 +69,8 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	start := time.Now()
 	g, err := m.c.backend.Acquire(ctx, req)
 	switch {
-	case errors.Is(err, driver.ErrInvalidKey):
-		return nil, fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+	case refused(err):
+		return nil, m.refusal(err)
 	case err != nil:
 		m.abandon(ctx, req.Lease)
 		return nil, fmt.Errorf("distlock: acquire %q: %w", m.key, err)
@@ -107,8 +107,8 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)
 		switch {
-		case errors.Is(err, driver.ErrInvalidKey):
-			return nil, fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+		case refused(err):
+			return nil, m.refusal(err)
 		case err == nil && g.Acquired:
 			return m.newLock(req.Lease, start, g, w.ambiguous)
 		}
@@ -298,6 +298,22 @@ func newOwner() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// refused reports whether the backend refused a request outright (a key
+// it cannot store, a kind it does not offer): retrying cannot help, and
+// nothing was taken.
+func refused(err error) bool {
+	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported)
+}
+
+// refusal is the error of Lock and TryLock for a request the backend
+// refused.
+func (m *Mutex) refusal(err error) error {
+	if errors.Is(err, driver.ErrInvalidKey) {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+	}
+	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
 }
 
 // isNotHeld reports whether a backend says the owner no longer holds the key.

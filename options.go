@@ -46,7 +46,7 @@ type options struct {
 	meta            map[string]string
 	fair            bool
 	owner           OwnerID // re-entrant identity of a Mutex; zero: none
-	err             error // first invalid option, reported by Lock and TryLock
+	err             error   // first invalid option, reported by Lock and TryLock
 }
 
 func defaultOptions() options {

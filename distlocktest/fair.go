@@ -25,41 +25,68 @@ func testFairOrder(t testing.TB, h Harness) {
 	fair := distlock.WithFairness()
 	holder := mustLock(t, newClient(t, h, fair).Mutex(key))
 	const n = 5
-	order := make(chan int, n)
-	errs := make(chan error, n)
-	for i := range n {
-		m := newClient(t, h, fair, distlock.WithTTL(10*time.Second)).Mutex(key)
-		go func() {
-			l, err := m.Lock(timeout(t, 30*time.Second))
-			if err != nil {
-				errs <- err
-				return
-			}
-			order <- i
-			time.Sleep(10 * time.Millisecond)
-			_ = l.Unlock(context.Background())
-		}()
-		time.Sleep(100 * time.Millisecond) // waiter i queues before i+1 starts
-	}
+	order := lineUp(t, n, func(int) *distlock.Mutex {
+		return newClient(t, h, fair, distlock.WithTTL(10*time.Second)).Mutex(key)
+	})
 	if err := holder.Unlock(timeout(t, 5*time.Second)); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
 	var got []int
 	for range n {
-		select {
-		case i := <-order:
-			got = append(got, i)
-		case err := <-errs:
-			t.Fatalf("fair waiter: %v", err)
-		case <-time.After(30 * time.Second):
+		i, ok := order.next(30 * time.Second)
+		if !ok {
 			t.Fatalf("fair waiters stuck; order so far %v", got)
 		}
+		got = append(got, i)
 	}
 	for i, w := range got {
 		if w != i {
 			t.Fatalf("fair waiters acquired in order %v; want the order they queued in", got)
 		}
 	}
+}
+
+// line is fair waiters started one after the other (see lineUp).
+type line struct {
+	t     testing.TB
+	order chan int
+	errs  chan error
+}
+
+// lineUp starts n waiters, the i-th locking the mutex waiter(i) after the
+// one before it has queued; each holds the lock for a moment.
+func lineUp(t testing.TB, n int, waiter func(i int) *distlock.Mutex) *line {
+	ln := &line{t: t, order: make(chan int, n), errs: make(chan error, n)}
+	for i := range n {
+		m := waiter(i)
+		go func() {
+			l, err := m.Lock(timeout(t, 30*time.Second))
+			if err != nil {
+				ln.errs <- err
+				return
+			}
+			ln.order <- i
+			time.Sleep(20 * time.Millisecond)
+			if err := l.Unlock(context.Background()); err != nil {
+				ln.errs <- err
+			}
+		}()
+		time.Sleep(100 * time.Millisecond) // waiter i is in line, and watching, before i+1 starts
+	}
+	return ln
+}
+
+// next returns the next waiter to get the lock, within d; false if none
+// did. A waiter's error ends the test.
+func (ln *line) next(d time.Duration) (int, bool) {
+	select {
+	case i := <-ln.order:
+		return i, true
+	case err := <-ln.errs:
+		ln.t.Fatalf("fair waiter: %v", err)
+	case <-time.After(d):
+	}
+	return 0, false
 }
 
 // testFairNoQueueJumping works on the driver directly, so that the queued
@@ -183,25 +210,9 @@ func testFairWakesOne(t testing.TB, h Harness) {
 	opts := []distlock.Option{distlock.WithFairness(), distlock.WithSafetyPoll(time.Minute), distlock.WithTTL(time.Minute)}
 	holder := mustLock(t, newClient(t, h, opts...).Mutex(key))
 	var wakes atomic.Int64
-	order := make(chan int, n)
-	errs := make(chan error, n)
-	for i := range n {
-		b := &countWakes{Backend: h.NewBackend(t), wakes: &wakes}
-		m := distlock.New(b, opts...).Mutex(key)
-		go func() {
-			l, err := m.Lock(timeout(t, 30*time.Second))
-			if err != nil {
-				errs <- err
-				return
-			}
-			order <- i
-			time.Sleep(20 * time.Millisecond)
-			if err := l.Unlock(context.Background()); err != nil {
-				errs <- err
-			}
-		}()
-		time.Sleep(100 * time.Millisecond) // waiter i is in line and watching before i+1 starts
-	}
+	order := lineUp(t, n, func(int) *distlock.Mutex {
+		return distlock.New(&countWakes{Backend: h.NewBackend(t), wakes: &wakes}, opts...).Mutex(key)
+	})
 	if w := wakes.Load(); w > 0 {
 		t.Errorf("%d wake-ups before any release", w)
 	}
@@ -210,11 +221,7 @@ func testFairWakesOne(t testing.TB, h Harness) {
 	}
 	start := time.Now()
 	for got := 0; got < n; got++ {
-		select {
-		case <-order:
-		case err := <-errs:
-			t.Fatalf("fair waiter: %v", err)
-		case <-time.After(10 * time.Second):
+		if _, ok := order.next(10 * time.Second); !ok {
 			t.Fatalf("%d of %d fair waiters got the lock in %v: a release did not wake the next in line", got, n, time.Since(start))
 		}
 	}

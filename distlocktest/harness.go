@@ -65,7 +65,6 @@ type check struct {
 
 // Capabilities that checks need.
 var (
-	notify    = func(c driver.Capabilities) bool { return c.Notify }
 	fair      = func(c driver.Capabilities) bool { return c.Fair }
 	fairWakes = func(c driver.Capabilities) bool { return c.Fair && c.Notify }
 	readWrite = func(c driver.Capabilities) bool { return c.ReadWrite }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 )
 
 func newClient(t testing.TB, h Harness, opts ...distlock.Option) *distlock.Client {
@@ -77,4 +78,20 @@ func tryFails(t testing.TB, why string, try func(context.Context) (*distlock.Loc
 		_ = l.Unlock(context.Background())
 	}
 	t.Errorf("%s: %v; want ErrNotObtained", why, err)
+}
+
+// acquire takes every request on b, in order, or ends the test; the
+// holdings are released at cleanup.
+func acquire(t testing.TB, ctx context.Context, b driver.Backend, reqs ...driver.Request) []driver.Grant {
+	t.Helper()
+	gs := make([]driver.Grant, len(reqs))
+	for i, r := range reqs {
+		t.Cleanup(func() { _ = b.Release(context.Background(), r.Lease) })
+		g, err := b.Acquire(ctx, r)
+		if err != nil || !g.Acquired {
+			t.Fatalf("Acquire(%s): %+v, %v; want granted", r.Owner, g, err)
+		}
+		gs[i] = g
+	}
+	return gs
 }

@@ -80,10 +80,7 @@ func testInspectOwners(t testing.TB, h Harness) {
 	if b.Capabilities().Reentrant {
 		req.Reentry = owner("secret-identity")
 	}
-	if g, err := b.Acquire(ctx, req); err != nil || !g.Acquired {
-		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	defer func() { _ = b.Release(context.Background(), req.Lease) }()
+	acquire(t, ctx, b, req)
 	info, err := b.Inspect(ctx, key)
 	if err != nil || !info.Held {
 		t.Fatalf("Inspect of a held key: %+v, %v", info, err)

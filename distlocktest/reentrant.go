@@ -124,15 +124,7 @@ func testReentrantRenewal(t testing.TB, h Harness) {
 		return driver.Request{Lease: driver.Lease{Key: dkey, Owner: owner(name)}, TTL: ttl, Reentry: reentry}
 	}
 	one, two := hold("one"), hold("two")
-	defer func() {
-		_ = bk.Release(context.Background(), one.Lease)
-		_ = bk.Release(context.Background(), two.Lease)
-	}()
-	for _, r := range []driver.Request{one, two} {
-		if g, err := bk.Acquire(dctx, r); err != nil || !g.Acquired {
-			t.Fatalf("Acquire of a hold: %+v, %v", g, err)
-		}
-	}
+	acquire(t, dctx, bk, one, two)
 	time.Sleep(ttl / 2)
 	if _, err := bk.Refresh(dctx, one.Lease, 10*time.Second); err != nil {
 		t.Fatalf("Refresh of one hold: %v", err)
@@ -153,15 +145,7 @@ func testReentrantNoShortening(t testing.TB, h Harness) {
 	reentry := owner("identity")
 	long := driver.Request{Lease: driver.Lease{Key: key, Owner: owner("long")}, TTL: 10 * time.Second, Reentry: reentry}
 	short := driver.Request{Lease: driver.Lease{Key: key, Owner: owner("short")}, TTL: ttl, Reentry: reentry}
-	defer func() {
-		_ = b.Release(context.Background(), long.Lease)
-		_ = b.Release(context.Background(), short.Lease)
-	}()
-	for _, r := range []driver.Request{long, short} {
-		if g, err := b.Acquire(ctx, r); err != nil || !g.Acquired {
-			t.Fatalf("Acquire of a hold: %+v, %v", g, err)
-		}
-	}
+	acquire(t, ctx, b, long, short)
 	if _, err := b.Refresh(ctx, short.Lease, ttl); err != nil {
 		t.Fatalf("Refresh of the short hold: %v", err)
 	}

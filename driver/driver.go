@@ -40,7 +40,8 @@ var ErrInvalidKey = errors.New("distlock/driver: invalid key")
 
 // Kind is what a lease takes of its key. A key is used by one family
 // throughout: as a mutex (Exclusive), as a read-write lock (Write and Read)
-// or as a semaphore (Permit, with the same Limit on every client).
+// or as a semaphore (Permit, with the same Limit on every client). A
+// backend may take Exclusive as Write: a mutex's key has no readers.
 type Kind uint8
 
 const (
@@ -63,8 +64,8 @@ type Request struct {
 	TTL   time.Duration // lease length, > 0
 	Limit int           // with Permit: the semaphore's size, >= 1
 
-	// Meta describes the holder for inspection (host, pid, ...); it never
-	// affects locking. The same read-only map may come on every call.
+	// Meta describes the holder (host, pid, ...) for Inspect to show; it
+	// never affects locking. The same read-only map may come on every call.
 	Meta map[string]string
 
 	// Fair (Capabilities.Fair; Exclusive only) grants the lock only if no
@@ -128,8 +129,9 @@ type Backend interface {
 	// Acquire makes one attempt to take the lease req describes, and
 	// returns Acquired == false (and a nil error) if it is taken. An
 	// error means the outcome is unknown: the caller repeats the call
-	// or releases. A repeat by an owner that holds the lease extends it
-	// and reports the same grant.
+	// or releases; but one wrapping ErrInvalidKey or errors.ErrUnsupported
+	// (what the backend does not offer) says nothing was taken. A repeat
+	// by an owner that holds the lease extends it, reporting the same grant.
 	Acquire(ctx context.Context, req Request) (Grant, error)
 
 	// Release ends the owner's holding if it has one, takes the owner out

@@ -115,7 +115,9 @@ func TestZeroValue(t *testing.T) {
 		func() (*distlock.Lock, error) { return c.Semaphore("s", 2).TryAcquire(ctx) },
 		func() (*distlock.Lock, error) { return c.RWMutex("rw").TryRLock(ctx) },
 		func() (*distlock.Lock, error) { return c.Mutex("f", distlock.WithFairness()).TryLock(ctx) },
-		func() (*distlock.Lock, error) { return c.Mutex("r", distlock.WithOwner(distlock.NewOwnerID())).TryLock(ctx) },
+		func() (*distlock.Lock, error) {
+			return c.Mutex("r", distlock.WithOwner(distlock.NewOwnerID())).TryLock(ctx)
+		},
 	} {
 		l, err := take()
 		if err != nil {

@@ -2,7 +2,7 @@
 // standalone server, a master watched by Sentinel, or a Redis Cluster, through
 // any go-redis v9 client (redis.UniversalClient).
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 //	c := distlock.New(redislock.New(rdb))
 //	l, err := c.Mutex("orders:42").Lock(ctx)
 //
@@ -17,6 +17,15 @@
 //     recognised instead of waiting for its own lock to expire. Otherwise the
 //     holder's remaining TTL comes back as the retry hint.
 //   - Release: compare the owner and DEL, then PUBLISH on the lock's channel.
+//     The release also leaves a receipt (the owner, PX 10s) so that a
+//     release sent again because its reply was lost reports the release it
+//     made instead of a lock it no longer finds; an owner token names one
+//     holding, so any release of it within 10s is such a repeat. A receipt
+//     is one key per lock, overwritten by the next release, so a repeat
+//     that comes after another holder's full acquire-and-release (within
+//     the few milliseconds a repeat takes) still reports the lock lost. An
+//     owner that held nothing is taken out of the fair queue instead (a
+//     waiter giving up), in a second script.
 //   - Refresh: compare the owner and PEXPIRE.
 //
 // Scripts run by EVALSHA and are loaded again on NOSCRIPT. The lock key, its
@@ -47,7 +56,21 @@
 // expiry, with their fencing tokens in a hash beside it (same hash slot).
 // Taking, giving back and renewing a permit is one script each; expired
 // permits are dropped by the next script that looks, and a release wakes
-// waiters as for a lock.
+// waiters as for a lock. A permit's release leaves a receipt per owner (a
+// sorted set beside the permits, entries kept 10s), so that, as for a
+// lock, a release sent again after a lost reply reports what it did.
+//
+// # Re-entrant locks
+//
+// Not offered: a lock taken with a distlock.OwnerID fails with an error
+// wrapping errors.ErrUnsupported.
+//
+// # Inspection
+//
+// Inspect reads the lock, then the readers and permits if the lock key is
+// free, and warns when the server's maxmemory-policy lets it evict keys
+// (every policy but noeviction, once maxmemory is set): an evicted lock key
+// lets a second holder in. Servers that refuse CONFIG GET get no warning.
 //
 // # Read-write locks
 //
@@ -81,10 +104,33 @@
 // remember the highest token it accepted (package fence) and use persistence
 // with WithReplicas, or use redlock with delayed restarts.
 //
-// # Timeouts
+// # Client settings
 //
-// Give the go-redis client ContextTimeoutEnabled so that context deadlines
-// bound each call; clients opened from a URL have it. The lease's deadline
-// does not depend on it: the watchdog ends the lease on time even while a
-// renewal call hangs.
+// Give the go-redis client these settings (clients opened from a URL have
+// them):
+//
+//	ContextTimeoutEnabled: true // a call ends at its context's deadline
+//	MaxRetries:            -1   // no retries inside the client
+//	DialerRetries:         1    // one dial per connection attempt
+//
+// Without ContextTimeoutEnabled, a server that stops answering holds a call
+// for the client's ReadTimeout (5s), whatever the context says. With
+// go-redis' default retries, a call against a server that is down retries
+// each dial five times, 100ms apart, and the command up to three times with
+// backoff; when the context ends during such a backoff the error is only
+// "context deadline exceeded", and the cause ("connection refused") is lost.
+// distlock retries on its own terms (Lock waits with backoff, the watchdog
+// renews until the lease's deadline), so the client need not: with these
+// settings each call fails with its real cause — "connection refused",
+// "i/o timeout" for a server that does not answer, WRONGPASS — and within
+// its deadline. A call whose connection breaks before its reply (EOF, reset)
+// is still sent once more by the backend, on a fresh connection: every
+// script is safe to repeat (acquisitions per owner, releases per call).
+//
+// Over rediss://, the TLS handshake is bound to the call's context, and a
+// server that answers in plain text is reported as such within about 200ms
+// rather than at the deadline.
+//
+// The lease's deadline does not depend on any of this: the watchdog ends
+// the lease on time even while a renewal call hangs.
 package redislock

@@ -14,7 +14,12 @@ import (
 // This example needs a Redis server on localhost:6379, so it is compiled but
 // not run by go test.
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		ContextTimeoutEnabled: true, // a call ends at its context's deadline
+		MaxRetries:            -1,   // a failed call reports its own cause
+		DialerRetries:         1,
+	})
 	defer rdb.Close()
 	backend := redislock.New(rdb)
 	defer backend.Close()
@@ -43,7 +48,8 @@ func Example_url() {
 
 // Require one replica to have the lock before using it.
 func ExampleWithReplicas() {
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"10.0.0.1:26379"}})
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"10.0.0.1:26379"},
+		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	c := distlock.New(redislock.New(rdb, redislock.WithReplicas(1, 100*time.Millisecond)))
 	_ = c
 }

@@ -22,8 +22,12 @@ import (
 //	redis+cluster://[user:pass@]host:port,host:port[?prefix=P]
 //
 // Query options other than prefix are go-redis' own (see redis.ParseURL)
-// for redis and rediss. Clients opened from a URL have ContextTimeoutEnabled
-// set, and are closed with the distlock.Client.
+// for redis and rediss. Clients opened from a URL are set up as the package
+// documentation recommends (ContextTimeoutEnabled, DialerRetries 1 and,
+// unless the query sets max_retries, MaxRetries -1), and are closed with
+// the distlock.Client. Over rediss://, the TLS handshake is bound to the
+// call's context, and a server that answers in plain text is reported as
+// such within a fraction of a second.
 func init() {
 	for _, s := range []string{"redis", "rediss", "redis+sentinel", "redis+cluster"} {
 		distlock.Register(s, OpenURL)
@@ -75,6 +79,13 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 			return nil, nil, invalid(u, "%v", err)
 		}
 		opt.ContextTimeoutEnabled = true
+		if !q.Has("max_retries") {
+			opt.MaxRetries = -1
+		}
+		opt.DialerRetries = 1
+		if opt.TLSConfig != nil {
+			opt.Dialer = dialTLS(opt.TLSConfig, opt.DialTimeout)
+		}
 		return redis.NewClient(opt), prefix, nil
 	case "redis+sentinel":
 		if len(q) > 0 {
@@ -96,7 +107,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 		}
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: parts[0], SentinelAddrs: addrs, Username: user, Password: pass,
-			DB: db, ContextTimeoutEnabled: true,
+			DB: db, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
 		}), prefix, nil
 	case "redis+cluster":
 		if len(q) > 0 {
@@ -109,8 +120,10 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		// A cluster client does not retry commands on its nodes by
+		// default; its redirections (MOVED, ASK) are not retries.
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true,
+			Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true, DialerRetries: 1,
 		}), prefix, nil
 	}
 	return nil, nil, invalid(u, "scheme %q is not redislock's", u.Scheme)

@@ -41,8 +41,12 @@
 //
 // Refresh extends the lease on every master and needs a quorum, with the
 // validity computed as for Acquire; nodes that lost the key meanwhile get it
-// back. Release deletes it on every master. Waiters subscribe on every
-// master and wake when any of them publishes a release.
+// back. Release deletes it on every master. A node asked again because its
+// reply was lost (go-redis' retries, or the backend's one resend when the
+// connection broke) reports the release it made, from a receipt the first
+// request left, so a lost reply does not turn a release into a missed
+// quorum or a lost lease. Waiters subscribe on every master and wake when
+// any of them publishes a release.
 //
 // A request whose reply was lost may still run later. A late release of a
 // failed attempt could then delete a grant that the same owner's next

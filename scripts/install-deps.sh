@@ -1,34 +1,112 @@
 #!/usr/bin/env bash
-# Installs what distlock's tests, demo and benchmarks need and the machine
-# lacks: redis-server (standalone, Sentinel and Cluster all use it) and
-# staticcheck. Server packages come from apt-get when run as root; otherwise
-# the script says what to install. Safe to run again.
+# Installs what distlock needs and the machine lacks, then checks that every
+# tool is there and names each one that is still missing.
+#
+#   scripts/install-deps.sh demo   redis-server: make demo and make bench
+#   scripts/install-deps.sh test   also staticcheck, script, bash, and PostgreSQL
+#                                  and MariaDB servers (sqllock): make test
+#                                  (the default)
+#
+# Server packages come from apt-get when run as root on Debian or Ubuntu;
+# otherwise the script says what to install. staticcheck comes from
+# `go install` (the Go module proxy). Safe to run again.
 set -euo pipefail
 
-need_pkgs=()
-command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
-# The CLI's terminal tests run under script(1) and bash.
-command -v script >/dev/null 2>&1 || need_pkgs+=(bsdutils)
-command -v bash >/dev/null 2>&1 || need_pkgs+=(bash)
-# sqllock's tests start private PostgreSQL and MariaDB servers.
-command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
-command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_pkgs+=(mariadb-server)
+usage() { echo "usage: $0 [demo|test]" >&2; exit 64; }
+[ $# -le 1 ] || usage
+what="${1:-test}"
 
-if [ ${#need_pkgs[@]} -gt 0 ]; then
+# Each tool and the Debian package that provides it. Standalone, Sentinel
+# and Cluster servers all run redis-server; the CLI's terminal tests run
+# under script(1) and bash.
+case "$what" in
+  demo) tools=(redis-server) ;;
+  test) tools=(redis-server script bash staticcheck initdb mariadbd) ;;
+  *) usage ;;
+esac
+package_of() {
+  case "$1" in
+    redis-server) echo redis-server ;;
+    script) echo bsdutils ;;
+    bash) echo bash ;;
+    initdb) echo postgresql ;;
+    mariadbd) echo mariadb-server ;;
+  esac
+}
+
+STATICCHECK_VERSION=v0.8.2
+gobin() { echo "$(go env GOPATH)/bin"; }
+
+# have TOOL: where the tool is, or nothing. staticcheck also counts where
+# go install puts it: the Makefile looks there too.
+have() {
+  if command -v "$1" 2>/dev/null; then
+    return 0
+  fi
+  if [ "$1" = staticcheck ] && command -v go >/dev/null 2>&1 && [ -x "$(gobin)/staticcheck" ]; then
+    echo "$(gobin)/staticcheck"
+    return 0
+  fi
+  # Debian keeps the database servers off a user's PATH.
+  local p
+  for p in /usr/lib/postgresql/*/bin/"$1" /usr/sbin/"$1"; do
+    if [ "$1" != staticcheck ] && [ -x "$p" ]; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+pkgs=()
+for t in "${tools[@]}"; do
+  if [ "$t" != staticcheck ] && ! have "$t" >/dev/null; then
+    pkgs+=("$(package_of "$t")")
+  fi
+done
+if [ ${#pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "install-deps: installing ${need_pkgs[*]}"
+    echo "install-deps: installing ${pkgs[*]} with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-    # The packages may start servers on 6379, 5432 and 3306; the tests never use them.
+    # A failure is reported below, tool by tool.
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; }; then
+      echo "install-deps: apt-get install ${pkgs[*]} failed" >&2
+    fi
+    # The packages may start servers on 6379, 5432 and 3306; the tests and
+    # the demo never use them.
   else
-    echo "install-deps: missing ${need_pkgs[*]}; install with: sudo apt-get install ${need_pkgs[*]}" >&2
-    exit 1
+    echo "install-deps: not installing ${pkgs[*]}: that needs root and apt-get" >&2
   fi
 fi
 
-if ! command -v staticcheck >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/staticcheck" ]; then
-  echo "install-deps: installing staticcheck"
-  go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+if [[ " ${tools[*]} " == *" staticcheck "* ]] && ! have staticcheck >/dev/null; then
+  if command -v go >/dev/null 2>&1; then
+    echo "install-deps: installing staticcheck $STATICCHECK_VERSION with go install"
+    go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ||
+      echo "install-deps: go install staticcheck failed" >&2
+  else
+    echo "install-deps: not installing staticcheck: the go command is not on PATH" >&2
+  fi
 fi
-echo "install-deps: ok ($(redis-server --version | cut -d' ' -f3))"
+
+missing=()
+for t in "${tools[@]}"; do
+  if ! have "$t" >/dev/null; then
+    missing+=("$t")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  for t in "${missing[@]}"; do
+    case "$t" in
+      staticcheck) how="go install honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ;;
+      *) how="sudo apt-get install $(package_of "$t")" ;;
+    esac
+    echo "install-deps: missing: $t is not on PATH; install it with: $how" >&2
+  done
+  exit 1
+fi
+found=()
+for t in "${tools[@]}"; do
+  found+=("$t=$(have "$t")")
+done
+echo "install-deps: ok for $what: ${found[*]}"

@@ -13,9 +13,23 @@ import (
 	"github.com/distlock-go/distlock/driver"
 )
 
-// openTimeout bounds opening a backend: openers that connect eagerly must
-// not hang the command on an unreachable server.
-const openTimeout = 15 * time.Second
+// Bounds of backend calls. A command never waits for a backend past the
+// deadline it set for a call, whether or not the client library honours it
+// (see bounded).
+const (
+	// contactTimeout bounds opening a backend and the first exchange with
+	// it: a backend that has not answered by then is reported unavailable.
+	contactTimeout = 5 * time.Second
+	// callTimeout bounds each backend call that has no earlier deadline,
+	// such as an attempt of a wait that lasts forever.
+	callTimeout = 5 * time.Second
+	// cleanupTimeout bounds best-effort clean-ups: giving up an attempt
+	// whose outcome is unknown, closing the client.
+	cleanupTimeout = time.Second
+	// replyGrace is how long a call may overrun its deadline to return on
+	// its own, with an error that names the cause, before it is abandoned.
+	replyGrace = 100 * time.Millisecond
+)
 
 // backendURL returns the URL given with --url, or else the one in the
 // environment.
@@ -61,24 +75,34 @@ func checkURL(rawURL string) string {
 	return fmt.Sprintf("unknown backend URL scheme %q (this build knows: %s)%s", u.Scheme, strings.Join(distlock.Schemes(), ", "), hint)
 }
 
-// open opens the backend named by rawURL for command cmd. On failure it
-// prints one line and returns the exit status: 64 for a URL that cannot
-// work, 69 for a backend that could not be opened.
-func (c *cli) open(ctx context.Context, cmd, rawURL string) (*distlock.Client, int) {
+// open opens the backend named by rawURL for command cmd, by deadline at
+// the latest. On failure it prints one line and returns the exit status:
+// 64 for a URL that cannot work, 69 for a backend that could not be opened.
+func (c *cli) open(ctx context.Context, cmd, rawURL string, deadline time.Time) (*backend, int) {
 	if msg := checkURL(rawURL); msg != "" {
 		return nil, c.usageError(cmd, "%s", msg)
 	}
-	octx, cancel := context.WithTimeout(ctx, openTimeout)
-	defer cancel()
-	client, err := distlock.Open(octx, rawURL)
+	client, err := bounded(ctx, deadline, func(ctx context.Context) (*distlock.Client, error) {
+		return distlock.Open(ctx, rawURL)
+	}, func(late *distlock.Client) { _ = late.Close() })
 	switch {
 	case err == nil:
-		return client, exitOK
+		return &backend{Backend: client.Backend(), client: client, url: rawURL}, exitOK
 	case errors.Is(err, distlock.ErrInvalidURL), errors.Is(err, distlock.ErrUnknownScheme):
 		return nil, c.usageError(cmd, "%s", errText(err))
 	default:
-		return nil, c.fail(exitUnavailable, cmd, "cannot open backend: %s", errText(err))
+		return nil, c.backendFailed(cmd, "cannot open backend", err)
 	}
+}
+
+// backendFailed prints why a backend could not do what cmd asked, after
+// what, and returns exitUnavailable. A configuration that cannot work
+// (see configProblem) is named as such, with what to check.
+func (c *cli) backendFailed(cmd, what string, err error) int {
+	if hint := configProblem(err); hint != "" {
+		return c.fail(exitUnavailable, cmd, "cannot use the backend: %s (%s)", errText(err), hint)
+	}
+	return c.fail(exitUnavailable, cmd, "%s: %s", what, errText(err))
 }
 
 // errText returns err's message without the "distlock: " prefix of the
@@ -87,58 +111,162 @@ func errText(err error) string {
 	return strings.TrimPrefix(err.Error(), "distlock: ")
 }
 
-// observed wraps a backend to remember whether its latest acquisition
-// attempt failed, so that a wait that ran out can be told apart from one
-// during which the backend could not be reached, and to report the first
-// failure of a streak while [distlock.Mutex.Lock] keeps retrying.
-type observed struct {
+// backend is an opened backend as a command uses it. It bounds every call
+// (see bounded): by the call's ctx, by callTimeout, and by a context that
+// the command may set to limit a phase such as the first contact, so that
+// clean-ups which distlock detaches from ctx end with the phase too. It also
+// remembers whether the latest acquisition attempt failed, so that a wait
+// that ran out can be told apart from one during which the backend could
+// not be reached, and reports the first failure of a streak while
+// [distlock.Mutex.Lock] keeps retrying. It embeds the backend, so that
+// every capability passes through, and overrides the calls it bounds.
+type backend struct {
 	driver.Backend
+	client  *distlock.Client
+	url     string
 	onError func(error) // called for the first failed attempt after a success
 
 	mu      sync.Mutex
 	lastErr error
+	limit   context.Context // nil: none
 }
 
-func (o *observed) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	g, err := o.Backend.Acquire(ctx, req)
+// mutex returns the lock on key, over b.
+func (b *backend) mutex(key string, opts ...distlock.Option) *distlock.Mutex {
+	return distlock.New(b).Mutex(key, append([]distlock.Option{distlock.WithReleaseTimeout(cleanupTimeout)}, opts...)...)
+}
+
+// close closes the client, giving up on it after cleanupTimeout.
+func (b *backend) close() {
+	_, _ = bounded(context.Background(), time.Now().Add(cleanupTimeout), func(context.Context) (struct{}, error) {
+		return struct{}{}, b.client.Close()
+	}, nil)
+}
+
+// limitTo makes every call from now on end by limit's deadline, and at
+// once when limit is done, until remove is called.
+func (b *backend) limitTo(limit context.Context) (remove func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.limit = limit
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.limit = nil
+	}
+}
+
+// deadline returns when a call made now with ctx must end.
+func (b *backend) deadline(ctx context.Context) time.Time {
+	now := time.Now()
+	d := now.Add(callTimeout)
+	if t, ok := ctx.Deadline(); ok && t.Before(d) {
+		d = t
+	}
+	b.mu.Lock()
+	limit := b.limit
+	b.mu.Unlock()
+	if limit != nil {
+		if limit.Err() != nil {
+			return now
+		}
+		if t, ok := limit.Deadline(); ok && t.Before(d) {
+			d = t
+		}
+	}
+	return d
+}
+
+func (b *backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Grant, error) {
+		return b.Backend.Acquire(ctx, req)
+	}, nil)
 	if err != nil && ctx.Err() != nil {
 		// The wait ended during the attempt: that says nothing about
 		// the backend.
 		return g, err
 	}
-	o.mu.Lock()
-	first := err != nil && o.lastErr == nil
-	o.lastErr = err
-	o.mu.Unlock()
-	if first && o.onError != nil {
-		o.onError(err)
+	b.mu.Lock()
+	first := err != nil && b.lastErr == nil
+	b.lastErr = err
+	b.mu.Unlock()
+	if first && b.onError != nil {
+		b.onError(err)
 	}
 	return g, err
 }
 
+func (b *backend) Release(ctx context.Context, l driver.Lease) error {
+	_, err := bounded(ctx, b.deadline(ctx), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.Backend.Release(ctx, l)
+	}, nil)
+	return err
+}
+
+func (b *backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (time.Duration, error) {
+		return b.Backend.Refresh(ctx, l, ttl)
+	}, nil)
+}
+
 // failing returns the error of the latest attempt, or nil if it succeeded.
-func (o *observed) failing() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.lastErr
+func (b *backend) failing() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastErr
 }
 
-// Capabilities passes the backend's on, except a notified wait that the
-// backend claims but cannot provide.
-func (o *observed) Capabilities() driver.Capabilities {
-	caps := o.Backend.Capabilities()
-	if _, ok := o.Backend.(driver.Waiter); !ok {
-		caps.NotifiedWait = false
-	}
-	return caps
+func (b *backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
+	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Watch, error) {
+		return b.Backend.Watch(ctx, key, owner)
+	}, func(late driver.Watch) { _ = late.Close() })
 }
 
-// Watch passes waiting on to the backend, so that wrapping it does not
-// turn a notified wait into polling.
-func (o *observed) Watch(ctx context.Context, key string) (driver.Watch, error) {
-	w, ok := o.Backend.(driver.Waiter)
-	if !ok {
-		return nil, errors.New("backend cannot notify waiters")
+func (b *backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Info, error) {
+		return b.Backend.Inspect(ctx, key)
+	}, nil)
+}
+
+// bounded calls call with a context that ends at deadline, or earlier with
+// ctx, and returns what call returns. If call has not returned replyGrace
+// after that context ended, bounded returns an error instead and leaves
+// call to finish in the background, handing a late result to discard (if
+// not nil) unless call failed. So a client library that does not honour
+// deadlines cannot stretch the command's own. A request abandoned this way
+// may still be applied; the command soon exits, and a lease it was granted
+// expires on its own.
+func bounded[T any](ctx context.Context, deadline time.Time, call func(context.Context) (T, error), discard func(T)) (T, error) {
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	type result struct {
+		v   T
+		err error
 	}
-	return w.Watch(ctx, key)
+	done := make(chan result, 1)
+	go func() {
+		v, err := call(cctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-cctx.Done():
+	}
+	t := time.NewTimer(replyGrace)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-t.C:
+	}
+	if discard != nil {
+		go func() {
+			if r := <-done; r.err == nil {
+				discard(r.v)
+			}
+		}()
+	}
+	var zero T
+	return zero, fmt.Errorf("no reply from the backend: %w", context.Cause(cctx))
 }

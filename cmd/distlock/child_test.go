@@ -18,6 +18,7 @@ const childArg = "-distlock-test-child"
 //
 //	exit N                  exit with status N
 //	env                     print "DISTLOCK_KEY DISTLOCK_TOKEN"
+//	environ                 print the whole environment, one variable a line
 //	kill-self               die by SIGKILL
 //	record FILE HOLD        append "enter TOKEN PID" to FILE, sleep HOLD, append "leave TOKEN PID"
 //	hold READY MARKER [ignore-term]
@@ -35,6 +36,11 @@ func childMain(args []string) int {
 		return n
 	case mode == "env":
 		fmt.Println(os.Getenv(keyEnv), os.Getenv(tokenEnv))
+		return 0
+	case mode == "environ":
+		for _, kv := range os.Environ() {
+			fmt.Println(kv)
+		}
 		return 0
 	case mode == "kill-self":
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -92,6 +98,9 @@ func childMain(args []string) int {
 				return 0
 			}
 		}
+	}
+	if code, ok := childMainOS(args); ok {
+		return code
 	}
 	fmt.Fprintf(os.Stderr, "child: bad arguments %q\n", args)
 	return 2

@@ -42,12 +42,17 @@ type cli struct {
 	// self is the path of this program, which demo runs again as its
 	// doctors; "" means os.Executable.
 	self string
+	// reap makes run adopt the processes that CMD leaves behind and reap
+	// them (on Linux). Only for the process of the command itself: in a
+	// test that runs commands in-process it would reap the test's own
+	// children.
+	reap bool
 }
 
 // run executes the command line args (without the program name) and
 // returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, reap: true}
 	return c.main(ctx, args)
 }
 
@@ -133,7 +138,8 @@ Schemes in this build: %s
 const exitHelp = `Exit status:
   0      success (run: CMD's own status is passed on)
   64     usage error: bad flag or argument, malformed URL, unknown scheme
-  69     backend unavailable, or it cannot do what was asked
+  69     backend unavailable, refusing the configuration (password,
+         database, TLS), or unable to do what was asked
   70     internal error (demo: the rule broke even with the lock)
   75     lock held elsewhere: not obtained within --wait
   79     lease lost while CMD ran: CMD was stopped

@@ -188,20 +188,18 @@ func (c *cli) checkDemoURL(ctx context.Context, raw string) int {
 	if u, err := url.Parse(raw); err == nil && strings.EqualFold(u.Scheme, "mem") {
 		return c.usageError("demo", "mem:// locks live inside one process, and the doctors are separate processes: use a shared backend such as redis://")
 	}
-	client, code := c.open(ctx, "demo", raw)
-	if client == nil {
+	b, code := c.open(ctx, "demo", raw, time.Now().Add(contactTimeout))
+	if b == nil {
 		return code
 	}
-	defer client.Close()
+	defer b.close()
 	// One lock taken and released tells, before the story starts, that
 	// the backend is there.
-	pctx, cancel := context.WithTimeout(ctx, openTimeout)
-	defer cancel()
-	l, err := tryUntilAnswered(pctx, client.Mutex("distlock-demo:probe:"+randomID(), distlock.WithTTL(demoTTL)), firstContact)
+	l, err := tryUntilAnswered(ctx, b.mutex("distlock-demo:probe:"+randomID(), distlock.WithTTL(demoTTL)), b, time.Now().Add(contactTimeout))
 	if err != nil {
-		return c.fail(exitUnavailable, "demo", "backend unavailable: %s", errText(err))
+		return c.backendFailed("demo", "backend unavailable", err)
 	}
-	_ = l.Unlock(pctx)
+	_ = l.Unlock(ctx)
 	return exitOK
 }
 
@@ -403,17 +401,16 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 	ctx, cancel := context.WithTimeoutCause(ctx, roundTimeout, errors.New("no lock within the round's time"))
 	defer cancel()
 	var (
-		m   *distlock.Mutex
-		obs *observed
+		m *distlock.Mutex
+		b *backend
 	)
 	if rawURL != "" {
-		client, code := c.open(ctx, doctorCommand, rawURL)
-		if client == nil {
+		var code int
+		if b, code = c.open(ctx, doctorCommand, rawURL, time.Now().Add(contactTimeout)); b == nil {
 			return code
 		}
-		defer client.Close()
-		obs = &observed{Backend: client.Backend()}
-		m = distlock.New(obs).Mutex(key, distlock.WithTTL(demoTTL))
+		defer b.close()
+		m = b.mutex(key, distlock.WithTTL(demoTTL))
 	}
 
 	fmt.Fprintln(c.stdout, "ready")
@@ -423,12 +420,12 @@ func (c *cli) doctorCmd(ctx context.Context, args []string) int {
 
 	var lock *distlock.Lock
 	if m != nil {
-		l, err := tryUntilAnswered(ctx, m, firstContact)
+		l, err := tryUntilAnswered(ctx, m, b, time.Now().Add(contactTimeout))
 		if errors.Is(err, distlock.ErrNotObtained) {
 			// The backend answered; a doctor now gives up at its
 			// first error instead of retrying it for the whole round.
 			lctx, giveUp := context.WithCancelCause(ctx)
-			obs.onError = giveUp
+			b.onError = giveUp
 			l, err = m.Lock(lctx)
 			if err != nil {
 				err = context.Cause(lctx)

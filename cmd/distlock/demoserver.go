@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -81,7 +80,7 @@ func launchRedis(ctx context.Context, bin, dir string) (*demoRedis, error) {
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	prepareServer(cmd)
-	exited, err := startReaped(cmd)
+	exited, _, err := startReaped(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -136,16 +135,7 @@ func freePort() (int, error) {
 // ping checks that a Redis server answers at addr, in the inline form of
 // the protocol, without a client library.
 func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	line, err := plainReply(context.Background(), addr, time.Second)
 	if err != nil {
 		return err
 	}

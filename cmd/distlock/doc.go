@@ -32,13 +32,27 @@
 // If the backend does not answer at all, run tries for 5 seconds (or
 // --wait, if shorter) and exits 69; once it has answered, failures are
 // retried for as long as the wait lasts, with a warning on standard error.
+// A backend that can never work as configured is reported at once, with
+// exit status 69 and what to check: credentials the server refuses
+// (WRONGPASS, NOAUTH), a database number it does not have, TLS (rediss://)
+// to a server that speaks plain text, a TLS certificate that is not
+// accepted. Every call to the backend has a deadline that run enforces
+// itself, so a client library that overruns its timeouts cannot stretch
+// these bounds.
 //
 // With the lock held, run starts CMD with DISTLOCK_KEY and DISTLOCK_TOKEN
 // added to its environment. DISTLOCK_TOKEN is the fencing token of this
 // holding: it is greater than the token of every earlier holding of KEY,
 // so a resource CMD writes to can reject writes from a holder whose lease
-// has ended. While CMD runs, the lease is renewed every TTL/3; when CMD
-// exits the lock is released and run exits with CMD's exit status.
+// has ended. CMD inherits the rest of run's environment except the
+// variables whose names start with DISTLOCK_: DISTLOCK_URL may hold the
+// backend's password, which CMD does not need to hold the lock. A CMD that
+// uses the backend itself must be given its address another way. While
+// CMD runs, the lease is renewed every TTL/3; when CMD exits the lock is
+// released and run exits with CMD's exit status. That release waits 10
+// seconds at most, and only briefly once the lease's deadline has passed
+// (the key has expired by then), so a lost lease does not hold up run's
+// exit.
 //
 // CMD runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT,
 // SIGUSR1 and SIGUSR2 sent to run are forwarded to that group. When run's
@@ -52,6 +66,13 @@
 //
 // Processes that CMD leaves running in its group when it exits are not
 // waited for; if the lease was lost, they are killed.
+//
+// On Linux, run is a child subreaper (prctl PR_SET_CHILD_SUBREAPER): a
+// process that CMD starts and leaves behind when its parent exits is
+// re-parented to run instead of to PID 1, and run reaps it when it exits.
+// So run can be the PID 1 of a container without collecting zombies. On
+// other systems run does not reap orphans: as PID 1 there, start it under
+// an init that does, such as docker run --init or tini.
 //
 // If the lease is lost while CMD runs — a renewal is refused because the
 // key expired or was taken over, or no renewal was confirmed before the
@@ -90,7 +111,8 @@
 //	0      success; for run, CMD succeeded
 //	1..    for run, CMD's own exit status is passed on
 //	64     usage error: bad flag or argument, malformed URL, unknown scheme (EX_USAGE)
-//	69     the backend is unavailable or cannot do what was asked (EX_UNAVAILABLE)
+//	69     the backend is unavailable, refuses the configuration (password, database,
+//	       TLS), or cannot do what was asked (EX_UNAVAILABLE)
 //	70     internal error; for demo, the rule broke even with the lock (EX_SOFTWARE)
 //	75     the lock is held elsewhere and was not obtained within --wait (EX_TEMPFAIL)
 //	79     the lease was lost while CMD ran; CMD was stopped

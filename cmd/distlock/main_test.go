@@ -82,8 +82,15 @@ func startBin(t *testing.T, args ...string) *process {
 // startBinEnv is startBin with env added to the environment.
 func startBinEnv(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
+	return startProg(t, binary, env, args...)
+}
+
+// startProg is startBinEnv for another program, such as one that runs
+// distlock.
+func startProg(t *testing.T, prog string, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{stdout: new(bytes.Buffer), stderr: new(bytes.Buffer), done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	p.cmd = exec.Command(prog, args...)
 	// No stray backend from the environment.
 	p.cmd.Env = append(append(os.Environ(), urlEnv+"="), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr

@@ -46,3 +46,8 @@ func signalNumber(sig os.Signal) int {
 }
 
 func signalName(sig os.Signal) string { return sig.String() }
+
+// adoptOrphans reports false: run reaps orphans on Linux only.
+func adoptOrphans() bool { return false }
+
+func reapOrphans(int, <-chan struct{}) {}

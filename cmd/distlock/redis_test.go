@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -336,5 +337,41 @@ func TestRunRedlock(t *testing.T) {
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "With distlock: 0 of 2.") {
 		t.Errorf("demo over Redlock:\n%s", r.stdout)
+	}
+}
+
+// startRedisWithPassword starts a redis-server that requires password.
+func startRedisWithPassword(t *testing.T, password string) *testserver.Redis {
+	t.Helper()
+	srv := testserver.StartRedis(t)
+	// Set after the start: the start checks the server with a bare PING.
+	if _, err := srv.Do(t, "CONFIG", "SET", "requirepass", password); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// CMD gets the key and the token, but not the backend URL with its
+// password, nor any other DISTLOCK_ variable of run's environment.
+func TestRunChildEnvironmentHasNoCredentials(t *testing.T) {
+	t.Parallel()
+	const password = "s3cret-pw"
+	srv := startRedisWithPassword(t, password)
+	u := "redis://:" + password + "@" + srv.Addr() + "/0"
+	p := startBinEnv(t, []string{urlEnv + "=" + u, "DISTLOCK_AUTH_FILE=/run/secrets/x"},
+		append([]string{"run", "--key", "jobs/env", "--"}, child("environ")...)...)
+	r := p.wait(t, 60*time.Second)
+	wantCode(t, r, 0)
+	env := strings.Split(r.stdout, "\n")
+	for _, want := range []string{"DISTLOCK_KEY=jobs/env", "DISTLOCK_TOKEN=1"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("CMD's environment lacks %s", want)
+		}
+	}
+	for _, kv := range env {
+		if strings.Contains(kv, password) || (strings.HasPrefix(kv, "DISTLOCK_") &&
+			!strings.HasPrefix(kv, keyEnv+"=") && !strings.HasPrefix(kv, tokenEnv+"=")) {
+			t.Errorf("CMD's environment has %s", kv)
+		}
 	}
 }

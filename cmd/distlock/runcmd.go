@@ -30,9 +30,10 @@ const (
 	// unlockTimeout bounds the release after CMD exits; past it the lock
 	// expires on its own within its TTL.
 	unlockTimeout = 10 * time.Second
-	// firstContact is how long run retries a backend that has not answered
-	// once before it gives up with exitUnavailable.
-	firstContact = 5 * time.Second
+	// lateUnlockTimeout bounds a release after the lease's deadline, when
+	// the key has expired or is about to: most likely the lease was lost to
+	// a backend that does not answer, and the release cannot do anything.
+	lateUnlockTimeout = 250 * time.Millisecond
 )
 
 // waitFlag is the value of --wait: a duration, or "forever".
@@ -82,18 +83,22 @@ CMD exits, exiting with CMD's status.
 It waits for the lock up to --wait (by default as long as it takes);
 with --wait 0 it does not wait for a holder and exits 75 at once if the
 lock is held, like flock -n. A backend that does not answer within 5s (or
---wait, if shorter) ends run with 69.
+--wait, if shorter) ends run with 69, and so at once does one that cannot
+work as configured (wrong password, no such database, TLS mismatch).
 
 While CMD runs, the lease is renewed every TTL/3. CMD gets DISTLOCK_KEY
 and DISTLOCK_TOKEN in its environment: the token is a fencing token,
 greater than that of every earlier holder of KEY; pass it to the resources
-CMD writes to so that they can refuse a holder whose lease ended.
+CMD writes to so that they can refuse a holder whose lease ended. CMD does
+not get run's other DISTLOCK_ variables: DISTLOCK_URL may hold a password.
 
 CMD runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
 and SIGUSR2 sent to run are forwarded to it. If the lease is lost while CMD
 runs (a renewal is refused or not confirmed in time), another process may
 take the lock, so run sends SIGTERM to CMD's group, SIGKILL after --grace,
-and exits 79.
+and exits 79. On Linux, run adopts the processes that CMD leaves behind
+and reaps them when they exit, so that none stays a zombie even when run
+is PID 1 in a container.
 `
 
 // parseRun parses the arguments of `distlock run`. When done is true the
@@ -149,11 +154,17 @@ func (c *cli) runCmd(ctx context.Context, args []string) int {
 		return c.fail(exitCannotExec, "run", "%s: %v", o.argv[0], err)
 	}
 
-	client, code := c.open(ctx, "run", o.url)
-	if client == nil {
+	// The first contact, opening included, ends within contactTimeout,
+	// or --wait if that is shorter.
+	contact := contactTimeout
+	if !o.wait.forever && o.wait.d > 0 {
+		contact = min(contact, o.wait.d)
+	}
+	b, code := c.open(ctx, "run", o.url, time.Now().Add(contact))
+	if b == nil {
 		return code
 	}
-	defer client.Close()
+	defer b.close()
 
 	// Listen from the start: a signal while waiting ends the wait, and one
 	// while CMD runs is forwarded to it.
@@ -161,7 +172,7 @@ func (c *cli) runCmd(ctx context.Context, args []string) int {
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
-	lock, code := c.acquire(ctx, client, o, sigs)
+	lock, code := c.acquire(ctx, b, o, contact, sigs)
 	if lock == nil {
 		return code
 	}
@@ -173,11 +184,11 @@ type signalled struct{ sig os.Signal }
 
 func (s signalled) Error() string { return "interrupted by " + signalName(s.sig) }
 
-// acquire takes o.key, waiting as --wait says. It returns the lock, or nil
-// and the exit status after printing why.
-func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOptions, sigs <-chan os.Signal) (*distlock.Lock, int) {
-	obs := &observed{Backend: client.Backend()}
-	m := distlock.New(obs).Mutex(o.key,
+// acquire takes o.key, waiting as --wait says; the first contact with the
+// backend lasts contact at most. It returns the lock, or nil and the exit
+// status after printing why.
+func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact time.Duration, sigs <-chan os.Signal) (*distlock.Lock, int) {
+	m := b.mutex(o.key,
 		distlock.WithTTL(o.ttl),
 		distlock.WithMetadata(map[string]string{"cmd": filepath.Base(o.argv[0])}),
 	)
@@ -195,19 +206,14 @@ func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOption
 	}()
 
 	// First contact, in every mode: single attempts until the backend
-	// answers. A backend that never answers is reported within
-	// firstContact instead of being retried for the whole wait, maybe
-	// forever; once it has answered, failures are retried as long as the
-	// wait lasts.
-	contact := firstContact
-	if !o.wait.forever && o.wait.d > 0 {
-		contact = min(contact, o.wait.d)
-	}
-	l, err := tryUntilAnswered(actx, m, contact)
+	// answers. A backend that never answers is reported within contact
+	// instead of being retried for the whole wait, maybe forever; once it
+	// has answered, failures are retried as long as the wait lasts.
+	l, err := tryUntilAnswered(actx, m, b, time.Now().Add(contact))
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
 		// Lock retries backend errors until the wait ends; say so once
 		// per outage rather than stay silent, maybe forever.
-		obs.onError = func(err error) {
+		b.onError = func(err error) {
 			fmt.Fprintf(c.stderr, "distlock run: backend error while waiting for %q, retrying: %v\n", o.key, err)
 		}
 		wctx, wcancel := actx, context.CancelFunc(func() {})
@@ -233,7 +239,7 @@ func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOption
 	case errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL), errors.Is(err, distlock.ErrInvalidArgument):
 		return nil, c.usageError("run", "%s", errText(err))
 	case errors.Is(err, distlock.ErrNotObtained):
-		if berr := obs.failing(); berr != nil {
+		if berr := b.failing(); berr != nil {
 			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: backend unavailable: %v", o.key, berr)
 		}
 		if !o.wait.forever && o.wait.d == 0 {
@@ -243,44 +249,28 @@ func (c *cli) acquire(ctx context.Context, client *distlock.Client, o *runOption
 			return nil, c.fail(exitNotObtained, "run", "lock %q not obtained: %v", o.key, ctx.Err())
 		}
 		return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, c.backendFailed("run", fmt.Sprintf("backend unavailable: no answer within %v", contact), err)
 	default:
-		return nil, c.fail(exitUnavailable, "run", "backend unavailable: %s", errText(err))
-	}
-}
-
-// tryUntilAnswered calls m.TryLock until the backend answers — the lock
-// is taken, or it is held elsewhere — or for as long as limit, pausing
-// briefly between failures. A first connection may well fail: a cold
-// client dialling under load, or a Redlock node slower than its timeout.
-func tryUntilAnswered(ctx context.Context, m *distlock.Mutex, limit time.Duration) (*distlock.Lock, error) {
-	deadline := time.Now().Add(limit)
-	pause := 50 * time.Millisecond
-	for {
-		l, err := m.TryLock(ctx)
-		if err == nil || errors.Is(err, distlock.ErrNotObtained) || ctx.Err() != nil ||
-			errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidTTL) || errors.Is(err, distlock.ErrInvalidArgument) {
-			return l, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, err
-		}
-		t := time.NewTimer(min(pause, left))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		}
-		pause = min(2*pause, time.Second)
+		return nil, c.backendFailed("run", "backend unavailable", err)
 	}
 }
 
 // unlock releases l after CMD is done, reporting whether the backend said
 // the lock had already been lost. Other failures are reported as warnings:
-// the lock then expires on its own.
+// the lock then expires on its own. The release takes unlockTimeout at
+// most, and lateUnlockTimeout past the lease's deadline: then there is
+// nothing left to release, and a lease lost to a backend that does not
+// answer must not hold up run's exit after CMD's.
 func (c *cli) unlock(ctx context.Context, l *distlock.Lock, key string) (lost bool) {
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	now := time.Now()
+	deadline := l.ValidUntil()
+	if d := now.Add(unlockTimeout); deadline.After(d) {
+		deadline = d
+	} else if d := now.Add(lateUnlockTimeout); deadline.Before(d) {
+		deadline = d
+	}
+	uctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	err := l.Unlock(uctx)
 	switch {
@@ -300,14 +290,16 @@ func (c *cli) supervise(ctx context.Context, l *distlock.Lock, o *runOptions, pa
 	cmd := &exec.Cmd{
 		Path:   path,
 		Args:   o.argv,
-		Env:    append(os.Environ(), keyEnv+"="+o.key, tokenEnv+"="+strconv.FormatUint(l.Token(), 10)),
+		Env:    childEnv(os.Environ(), o.key, l.Token()),
 		Stdin:  c.stdin,
 		Stdout: c.stdout,
 		Stderr: c.stderr,
 	}
 	term := prepareChild(cmd, c.stdin)
 
-	exited, err := startReaped(cmd)
+	// Adopt what CMD leaves behind before CMD can leave anything.
+	reap := c.reap && adoptOrphans()
+	exited, reaped, err := startReaped(cmd)
 	if err != nil {
 		term.release()
 		c.unlock(ctx, l, o.key)
@@ -316,6 +308,9 @@ func (c *cli) supervise(ctx context.Context, l *distlock.Lock, o *runOptions, pa
 			code = exitNotFound
 		}
 		return c.fail(code, "run", "cannot start %s: %v", name, err)
+	}
+	if reap {
+		go reapOrphans(cmd.Process.Pid, reaped)
 	}
 
 	var (
@@ -385,14 +380,15 @@ func leaseReason(l *distlock.Lock) string {
 	return errText(err)
 }
 
-// startReaped starts cmd and waits for it in a goroutine; the returned
-// channel receives Wait's result. On Linux a child's death signal fires
-// when the thread that forked it exits, so that goroutine keeps its thread
-// until the child is reaped: the signal must mean "distlock is gone", not
-// "the runtime retired a thread".
-func startReaped(cmd *exec.Cmd) (<-chan error, error) {
+// startReaped starts cmd and waits for it in a goroutine: exited receives
+// Wait's result, and reaped is closed once Wait has returned. On Linux a
+// child's death signal fires when the thread that forked it exits, so that
+// goroutine keeps its thread until the child is reaped: the signal must
+// mean "distlock is gone", not "the runtime retired a thread".
+func startReaped(cmd *exec.Cmd) (exited <-chan error, reaped <-chan struct{}, err error) {
 	started := make(chan error, 1)
-	exited := make(chan error, 1)
+	done := make(chan error, 1)
+	waited := make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -401,10 +397,28 @@ func startReaped(cmd *exec.Cmd) (<-chan error, error) {
 			return
 		}
 		started <- nil
-		exited <- cmd.Wait()
+		err := cmd.Wait()
+		close(waited)
+		done <- err
 	}()
 	if err := <-started; err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return exited, nil
+	return done, waited, nil
+}
+
+// childEnv returns the environment for CMD: environ without the variables
+// whose names start with DISTLOCK_ (DISTLOCK_URL may hold the backend's
+// password, and CMD has no use for run's settings), plus DISTLOCK_KEY and
+// DISTLOCK_TOKEN of this holding.
+func childEnv(environ []string, key string, token uint64) []string {
+	const prefix = "DISTLOCK_"
+	env := make([]string, 0, len(environ)+2)
+	for _, kv := range environ {
+		// Case-insensitively, as Windows reads names.
+		if len(kv) < len(prefix) || !strings.EqualFold(kv[:len(prefix)], prefix) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, keyEnv+"="+key, tokenEnv+"="+strconv.FormatUint(token, 10))
 }

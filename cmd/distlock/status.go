@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,19 +14,18 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/driver"
 )
-
-// inspectTimeout bounds the inspection of one key.
-const inspectTimeout = 10 * time.Second
 
 const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
 
 const statusAbout = `Status shows for each KEY whether the lock is held, its fencing token (of
 the current holding, or of the last one when the lock is free), how long the
 holder's lease has left, and what the holder recorded about itself: host,
-pid, since (when it took the lock) and cmd (what distlock run runs). The
-backend must support inspection. Flags may come before or after the keys.
+pid, since (when it took the lock) and cmd (what distlock run runs). --json
+adds the kind of lock and its number of holds (readers, permits, re-entrant
+holds). Warnings about the deployment (such as an eviction policy that may
+drop lock keys) go to stderr. Flags may come before or after the keys.
+A backend that does not answer within 5s ends status with 69.
 `
 
 // keyStatus is one line of `distlock status`, and one element of its JSON
@@ -33,6 +33,8 @@ backend must support inspection. Flags may come before or after the keys.
 type keyStatus struct {
 	Key   string `json:"key"`
 	Held  bool   `json:"held"`
+	Kind  string `json:"kind,omitempty"`  // mutex, write, read or permit, when held
+	Holds int    `json:"holds,omitempty"` // when held
 	Token uint64 `json:"token"`
 	// TTLMillis is the holder's remaining lease in milliseconds; 0 when free.
 	TTLMillis int64 `json:"ttl_ms"`
@@ -96,25 +98,35 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	if done {
 		return code
 	}
-	client, code := c.open(ctx, "status", o.url)
-	if client == nil {
+	b, code := c.open(ctx, "status", o.url, time.Now().Add(contactTimeout))
+	if b == nil {
 		return code
 	}
-	defer client.Close()
-	insp, ok := client.Backend().(driver.Inspector)
-	if !ok {
-		return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
-	}
+	defer b.close()
+	ctx, stop := watchTLS(ctx, o.url)
+	defer stop()
 
 	out := make([]keyStatus, 0, len(o.keys))
+	inspector := distlock.New(b)
 	for _, k := range o.keys {
-		ictx, cancel := context.WithTimeout(ctx, inspectTimeout)
-		info, err := insp.Inspect(ictx, k)
-		cancel()
-		if err != nil {
-			return c.fail(exitUnavailable, "status", "inspecting %q: %s", k, errText(err))
+		info, err := inspector.Inspect(ctx, k)
+		switch {
+		case errors.Is(err, distlock.ErrInvalidKey):
+			return c.usageError("status", "%s", errText(err))
+		case err != nil:
+			if cause := context.Cause(ctx); ctx.Err() != nil && configProblem(cause) != "" {
+				err = cause
+			}
+			what := fmt.Sprintf("inspecting %q", k)
+			if errors.Is(err, context.DeadlineExceeded) {
+				what += fmt.Sprintf(": no answer within %v", callTimeout)
+			}
+			return c.backendFailed("status", what, err)
 		}
-		out = append(out, newKeyStatus(k, info))
+		out = append(out, newKeyStatus(info))
+		for _, w := range info.Warnings {
+			fmt.Fprintf(c.stderr, "distlock status: warning: %s: %s\n", quoteCell(k), w)
+		}
 	}
 	var err error
 	if o.asJSON {
@@ -130,9 +142,10 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func newKeyStatus(key string, info driver.Info) keyStatus {
-	s := keyStatus{Key: key, Held: info.Held, Token: info.Token}
+func newKeyStatus(info distlock.Info) keyStatus {
+	s := keyStatus{Key: info.Key, Held: info.Held, Token: info.Token}
 	if info.Held {
+		s.Kind, s.Holds = info.Kind.String(), info.Holds
 		s.TTLMillis = max(info.TTL.Milliseconds(), 0)
 		s.Meta = info.Meta
 		if t, ok := parseSince(info.Meta["since"]); ok {

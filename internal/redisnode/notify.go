@@ -3,6 +3,7 @@ package redisnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -112,7 +113,7 @@ func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, erro
 		select {
 		case <-pong:
 		case <-ctx.Done():
-			err = ctx.Err()
+			err = fmt.Errorf("redisnode: subscription not confirmed, no reply from the server before the context ended: %w", ctx.Err())
 		case <-timer.C:
 			err = errors.New("redisnode: subscription not confirmed in time")
 		}

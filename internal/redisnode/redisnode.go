@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -81,26 +83,35 @@ func newScript(src string) script {
 // Keys are the Redis names of one lock. They share a hash slot, so the
 // scripts work on Redis Cluster.
 type Keys struct {
-	Lock    string   // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string   // the fencing counter; never expires
-	Channel string   // published to on release
-	Queue   string   // fair waiters by arrival (sorted set)
-	Places  string   // fair waiters' deadlines (hash)
-	Permits string   // a semaphore's holders by lease expiry (sorted set)
-	Tokens  string   // a semaphore's holders' fencing tokens (hash)
-	Readers string   // a read-write lock's readers by lease expiry (sorted set)
-	RTokens string   // their fencing tokens (hash)
-	Writing string   // the writer waiting for the readers to leave
-	list    []string // Lock, Fence, Queue, Places
-	boxed   []any    // the same, and Channel, as command arguments, boxed once
-	release []string // Lock, Queue, Places: the keys of release and leave
-	relBox  []any
-	sem     []string // Permits, Tokens, Fence: the keys of the semaphore scripts
-	semBox  []any
-	rw      []string // Lock, Fence, Readers, RTokens, Writing
-	rwBox   []any
-	readBox []any // Readers, RTokens: the keys of a reader's release and refresh
-	reads   []string
+	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
+	Fence   string // the fencing counter; never expires
+	Channel string // published to on release
+	Queue   string // fair waiters by arrival (sorted set)
+	Places  string // fair waiters' deadlines (hash)
+	Permits string // a semaphore's holders by lease expiry (sorted set)
+	Tokens  string // a semaphore's holders' fencing tokens (hash)
+	Readers string // a read-write lock's readers by lease expiry (sorted set)
+	RTokens string // their fencing tokens (hash)
+	Writing string // the writer waiting for the readers to leave
+	// Receipt names the last release of the lock (owner and call), for a
+	// short while, so that the same call sent again after a lost reply
+	// knows it released; PermitReceipts and ReadReceipts do the same for
+	// the releases of permits and of readers (sorted sets by expiry).
+	Receipt        string
+	PermitReceipts string
+	ReadReceipts   string
+	list           []string // Lock, Fence, Queue, Places
+	boxed          []any    // the same, and Channel, as command arguments, boxed once
+	release        []string // Lock, Queue, Places, Writing, Receipt: the keys of release (leave: the first three)
+	relBox         []any
+	sem            []string // Permits, Tokens, Fence: the keys of the semaphore scripts
+	semBox         []any
+	giveBack       []string // Permits, Tokens, PermitReceipts: the keys of a permit's release
+	giveBox        []any
+	rw             []string // Lock, Fence, Readers, RTokens, Writing
+	rwBox          []any
+	readBox        []any // Readers, RTokens, ReadReceipts: a reader's release (refresh: the first two)
+	reads          []string
 }
 
 // KeysFor returns the keys of the lock named name under prefix. The name
@@ -119,15 +130,18 @@ func KeysFor(prefix, name string) Keys {
 	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
-	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing}
-	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing}
+	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
+	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
+	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
 	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
 	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
-	k.reads = []string{k.Readers, k.RTokens}
-	k.readBox = []any{k.Readers, k.RTokens}
+	k.reads = []string{k.Readers, k.RTokens, k.ReadReceipts}
+	k.readBox = []any{k.Readers, k.RTokens, k.ReadReceipts}
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
 	k.sem = []string{k.Permits, k.Tokens, k.Fence}
 	k.semBox = []any{k.Permits, k.Tokens, k.Fence}
+	k.giveBack = []string{k.Permits, k.Tokens, k.PermitReceipts}
+	k.giveBox = []any{k.Permits, k.Tokens, k.PermitReceipts}
 	return k
 }
 
@@ -179,7 +193,9 @@ func Describe(meta map[string]string) string {
 	}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
-		keys = append(keys, k)
+		if k != kindKey { // reserved for DescribeWriter
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	var b strings.Builder
@@ -194,6 +210,18 @@ func Describe(meta map[string]string) string {
 	text := b.String()
 	lastDesc.Store(&described{id: id, text: text, boxed: text})
 	return text
+}
+
+// kindKey marks, in a description, the holder of a read-write lock's
+// write side, which a mutex's holder looks like otherwise.
+const kindKey = "distlock.kind"
+
+// DescribeWriter is Describe for a read-write lock's writer.
+func DescribeWriter(meta map[string]string) string {
+	if d := Describe(meta); d != "" {
+		return d + "\n" + kindKey + "=write"
+	}
+	return kindKey + "=write"
 }
 
 type described struct {
@@ -298,9 +326,10 @@ func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 	return Grant(v)
 }
 
-// ReleasePermit gives owner's permit back: it reports whether owner held one.
+// ReleasePermit gives owner's permit back: it reports whether owner held
+// one. Like [Release], it recognises its own repeat after a lost reply.
 func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.semBox[:2], k.sem[:2], owner, k.boxed[4]).Int64()
+	v, err := run(ctx, c, giveBack, k.giveBox, k.giveBack, owner, k.boxed[4], receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
@@ -330,22 +359,40 @@ func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 }
 
 // ReleaseRead ends owner's read lease: it reports whether owner held one.
+// Like [Release], it recognises its own repeat after a lost reply.
 func ReleaseRead(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4]).Int64()
+	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4], receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
 // RefreshRead extends owner's read lease: it reports whether owner held one.
 func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	v, err := run(ctx, c, extendPermit, k.readBox, k.reads, owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, extendPermit, k.readBox[:2], k.reads[:2], owner, boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 
 // Release runs the release script: it reports whether owner held the lock.
+//
+// A release leaves a receipt for [ReceiptTTL], so that a repeat of it —
+// the client's retry, or run's, after its reply was lost — reports the
+// release it made rather than a lock it no longer finds. Receipts are per
+// owner: an owner token names one holding, and is released once, so any
+// release of it within ReceiptTTL of the first is a repeat.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4]).Int64()
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis).Int64()
 	return n == 1, err
 }
+
+// ReceiptTTL is how long a release's receipt lasts: longer than a client's
+// retries of the call take (go-redis: up to 3 retries, each at most its
+// ReadTimeout, 5s by default, when no context deadline cuts them short).
+const ReceiptTTL = 10 * time.Second
+
+var receiptMillis any = ReceiptTTL.Milliseconds()
+
+// receiptID goes where the scripts take a call id: one value for every
+// call makes their receipts per owner (see Release).
+var receiptID any = "r"
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
@@ -361,11 +408,12 @@ func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64) (uint64, 
 
 // State is the lock as one node sees it.
 type State struct {
-	Held  bool
-	Owner string
-	Token uint64 // the holder's, or the last one issued when free
-	TTL   time.Duration
-	Meta  map[string]string // includes "since" (server ms) when held
+	Held   bool
+	Writer bool // held by a read-write lock's writer (see DescribeWriter)
+	Owner  string
+	Token  uint64 // the holder's, or the last one issued when free
+	TTL    time.Duration
+	Meta   map[string]string // includes "since" (server ms) when held
 }
 
 // Inspect reads the lock's state without changing it.
@@ -397,11 +445,81 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 	st.Token, _ = strconv.ParseUint(lines[1], 10, 64)
 	st.Meta = map[string]string{"since": lines[2]}
 	for _, kv := range lines[3:] {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		switch k, v, ok := strings.Cut(kv, "="); {
+		case k == kindKey:
+			st.Writer = v == "write"
+		case ok:
 			st.Meta[k] = v
 		}
 	}
 	return st, nil
+}
+
+// Leases are the live leases of a read-write lock's readers or of a
+// semaphore's permits, as one node sees them.
+type Leases struct {
+	Count  int
+	Newest uint64        // the highest fencing token among them
+	TTL    time.Duration // the longest remaining lease
+}
+
+// InspectLeases reads the live readers and permits of k on the node that
+// holds k, in one transaction, without changing them.
+func InspectLeases(ctx context.Context, c redis.UniversalClient, k Keys) (readers, permits Leases, err error) {
+	node := redis.Cmdable(c)
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, k.Lock)
+		if err != nil {
+			return Leases{}, Leases{}, err
+		}
+		node = m
+	}
+	var now *redis.TimeCmd
+	var sets [2]*redis.ZSliceCmd
+	var tokens [2]*redis.MapStringStringCmd
+	_, err = node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		for i, kk := range [2][2]string{{k.Readers, k.RTokens}, {k.Permits, k.Tokens}} {
+			sets[i] = p.ZRangeWithScores(ctx, kk[0], 0, -1)
+			tokens[i] = p.HGetAll(ctx, kk[1])
+		}
+		return nil
+	})
+	if err != nil {
+		return Leases{}, Leases{}, err
+	}
+	nowMs := now.Val().UnixMilli()
+	var ls [2]Leases
+	for i := range ls {
+		for _, z := range sets[i].Val() {
+			left := int64(z.Score) - nowMs
+			if left <= 0 {
+				continue // lapsed; the next script drops it
+			}
+			owner, _ := z.Member.(string)
+			token, _ := strconv.ParseUint(tokens[i].Val()[owner], 10, 64)
+			ls[i].Count++
+			ls[i].Newest = max(ls[i].Newest, token)
+			ls[i].TTL = max(ls[i].TTL, time.Duration(left)*time.Millisecond)
+		}
+	}
+	return ls[0], ls[1], nil
+}
+
+// EvictionRisk returns a warning if the node's configuration lets it evict
+// keys when memory is full, lock keys included; "" if it does not, or if
+// the configuration cannot be read (CONFIG is often disabled by hosted
+// Redis services).
+func EvictionRisk(ctx context.Context, c redis.UniversalClient) string {
+	limit, err := c.ConfigGet(ctx, "maxmemory").Result()
+	if err != nil || limit["maxmemory"] == "" || limit["maxmemory"] == "0" {
+		return ""
+	}
+	policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if p := policy["maxmemory-policy"]; err == nil && p != "" && p != "noeviction" {
+		return fmt.Sprintf("maxmemory-policy is %s: when memory is full, Redis may evict a held lock's key and let a second holder in; use noeviction", p)
+	}
+	return ""
 }
 
 // IsNoScript reports whether err is Redis' NOSCRIPT error.
@@ -426,12 +544,49 @@ func run(ctx context.Context, c redis.Scripter, s script, keys []any, keyList []
 	argv = append(argv, "evalsha", s.sha, len(keys))
 	argv = append(argv, keys...)
 	argv = append(argv, args...)
-	cmd := redis.NewCmd(ctx, argv...)
-	_ = p.Process(ctx, cmd)
+	cmd := process(ctx, p, argv)
 	if IsNoScript(cmd.Err()) {
 		argv[0], argv[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, argv...)
-		_ = p.Process(ctx, cmd)
+		cmd = process(ctx, p, argv)
 	}
 	return cmd
+}
+
+// process sends a command, and sends it once more, on another connection,
+// if the connection broke before the reply came while ctx still has time.
+// Every script is safe to repeat: acquisitions are idempotent per owner,
+// releases per call (receipts), and a renewal repeated is a renewal. This
+// keeps a lost reply from surfacing as an error on clients that do not
+// retry (MaxRetries: -1, as recommended); a client that does has already
+// retried.
+//
+// If the repeat fails too, the error is the first one, the repeat's noted
+// in its text: the first request may have reached the server, which the
+// repeat's error (say, a refused dial) must not be taken to deny.
+func process(ctx context.Context, p processor, argv []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, argv...)
+	_ = p.Process(ctx, cmd)
+	first := cmd.Err()
+	if !brokenConn(first) || ctx.Err() != nil {
+		return cmd
+	}
+	cmd = redis.NewCmd(ctx, argv...)
+	if err := p.Process(ctx, cmd); err != nil && !isServerReply(err) {
+		cmd.SetErr(fmt.Errorf("%w (sent again: %v)", first, err))
+	}
+	return cmd
+}
+
+// brokenConn reports whether err says the connection failed after the
+// command was written, before its reply was read.
+func brokenConn(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
+}
+
+// isServerReply reports whether err is a reply of the server (NOSCRIPT, a
+// script error, nil), as opposed to a failure to reach it.
+func isServerReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }

@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -24,6 +25,14 @@ type Proxy struct {
 	cut   bool
 	gate  chan struct{} // non-nil while blackholed; closed to release
 	links map[*link]struct{}
+	drop  *dropArm // armed by DropReply; nil otherwise
+}
+
+// dropArm is one DropReply: the request to look for, and a channel closed
+// once its reply has been dropped.
+type dropArm struct {
+	match   []byte
+	dropped chan struct{}
 }
 
 // link is one proxied connection pair.
@@ -31,6 +40,9 @@ type link struct {
 	client, server net.Conn
 	once           sync.Once
 	done           chan struct{}
+
+	mu   sync.Mutex
+	drop *dropArm // a request of this link awaits its reply, to be dropped
 }
 
 // close resets both sides: an RST makes the peer's next read or write fail
@@ -94,6 +106,20 @@ func (p *Proxy) Blackhole() {
 	if p.gate == nil {
 		p.gate = make(chan struct{})
 	}
+}
+
+// DropReply arms the proxy to lose one reply: the next request that
+// contains match is forwarded to the target, and when the target answers,
+// the answer is discarded and the client's connection closed (a FIN, so the
+// client reads EOF). The client cannot tell whether its request was applied
+// — it was. The returned channel is closed once a reply has been dropped.
+// A later DropReply replaces one that has not fired yet.
+func (p *Proxy) DropReply(match string) <-chan struct{} {
+	arm := &dropArm{match: []byte(match), dropped: make(chan struct{})}
+	p.mu.Lock()
+	p.drop = arm
+	p.mu.Unlock()
+	return arm.dropped
 }
 
 // Restore ends Cut and Blackhole: new connections are forwarded again and
@@ -177,12 +203,51 @@ func (p *Proxy) connect(c net.Conn) {
 	p.links[l] = struct{}{}
 	p.wg.Add(2)
 	p.mu.Unlock()
-	go p.pipe(l, s, c)
-	go p.pipe(l, c, s)
+	go p.pipe(l, s, c, p.watchRequest)
+	go p.pipe(l, c, s, p.dropReply)
+}
+
+// watchRequest runs on each chunk a client sends: a chunk matching an armed
+// DropReply marks its link, before the chunk reaches the target.
+func (p *Proxy) watchRequest(l *link, chunk []byte) bool {
+	p.mu.Lock()
+	arm := p.drop
+	if arm != nil && bytes.Contains(chunk, arm.match) {
+		p.drop = nil
+	} else {
+		arm = nil
+	}
+	p.mu.Unlock()
+	if arm != nil {
+		l.mu.Lock()
+		l.drop = arm
+		l.mu.Unlock()
+	}
+	return true
+}
+
+// dropReply runs on each chunk the target sends: on a marked link the chunk
+// is discarded, the client gets a FIN and the target a reset.
+func (p *Proxy) dropReply(l *link, _ []byte) bool {
+	l.mu.Lock()
+	arm := l.drop
+	l.mu.Unlock()
+	if arm == nil {
+		return true
+	}
+	close(arm.dropped) // before the client can see the EOF
+	l.once.Do(func() {
+		close(l.done)
+		_ = l.client.Close()
+		reset(l.server)
+	})
+	return false
 }
 
 // pipe copies src to dst until either side fails, then closes the link.
-func (p *Proxy) pipe(l *link, dst, src net.Conn) {
+// inspect sees each chunk first; it returns false to drop the chunk and
+// stop.
+func (p *Proxy) pipe(l *link, dst, src net.Conn, inspect func(*link, []byte) bool) {
 	defer p.wg.Done()
 	defer func() {
 		l.close()
@@ -194,7 +259,7 @@ func (p *Proxy) pipe(l *link, dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.pass(l) {
+			if !p.pass(l) || !inspect(l, buf[:n]) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
@@ -294,6 +295,29 @@ func testProxyFaults(t *testing.T, r *Redis) {
 		t.Fatalf("blackholed connection after Cut: err %v, want a reset", err)
 	}
 	p.Restore()
+
+	// DropReply: the matching request is applied, its reply lost (EOF),
+	// other requests and later connections are untouched.
+	c, br = dial()
+	dropped := p.DropReply("lost-reply")
+	if got, err := exchange(c, br, time.Second); err != nil || got != "+PONG\r\n" {
+		t.Fatalf("PING before the armed request: %q, %v", got, err)
+	}
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("SET dropped lost-reply\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := br.ReadString('\n'); !errors.Is(err, io.EOF) {
+		t.Fatalf("reply to the armed request: %q, %v; want EOF", got, err)
+	}
+	select {
+	case <-dropped:
+	default:
+		t.Fatal("DropReply's channel not closed after the drop")
+	}
+	if got, err := Do(p.Addr(), time.Second, "GET", "dropped"); err != nil || got != "lost-reply" {
+		t.Fatalf("GET after the dropped reply: %q, %v; want the request applied", got, err)
+	}
 
 	// A dead target shows through as an error, not a hang.
 	dead := StartProxy(t, "127.0.0.1:1")

@@ -3,7 +3,9 @@
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description
 -- The lock's value is: owner LF fence LF since-ms LF description.
 -- Returns the fencing token (> 0) when granted, or minus the holder's
--- remaining TTL in ms (<= 0) when not.
+-- remaining TTL in ms when not: at least 1 (a lease in its last
+-- millisecond is a retry soon, not an unknown wait), or 0 for a key
+-- without a TTL (no hint).
 local v = redis.call('GET', KEYS[1])
 if not v then
   local fence = redis.call('INCR', KEYS[2])
@@ -20,6 +22,6 @@ if string.sub(v, 1, #prefix) == prefix then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
-  pttl = 0
+  return 0
 end
-return -pttl
+return -math.max(1, pttl)

@@ -6,7 +6,8 @@
 -- ARGV[4] how long the owner keeps its place without another attempt, in ms
 -- (0: an attempt that does not queue)
 -- Returns as acquire.lua: the token (> 0), or minus the holder's remaining
--- TTL in ms (<= 0).
+-- TTL in ms (at least 1), or 0 when the lock is free but others queued
+-- first (their turn ends with a notification, not at a known time).
 local owner = ARGV[1]
 local prefix = owner .. '\n'
 local v = redis.call('GET', KEYS[1])
@@ -51,6 +52,6 @@ if not v then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
-  pttl = 0
+  return 0
 end
-return -pttl
+return -math.max(1, pttl)

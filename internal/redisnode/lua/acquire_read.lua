@@ -1,6 +1,7 @@
 -- Take a read-write lock for reading: no writer holds it or waits for it.
 -- KEYS as acquire_write.lua; ARGV[1] owner, ARGV[2] TTL in ms
--- Returns the token (> 0), or minus a retry hint in ms (<= 0).
+-- Returns the token (> 0), or minus a retry hint in ms: at least 1 while a
+-- writer's lease or claim lasts, 0 (no hint) for a writer key without a TTL.
 local owner, ttl = ARGV[1], tonumber(ARGV[2])
 local now = now_ms()
 drop_expired(KEYS[3], KEYS[4], now)
@@ -9,11 +10,14 @@ if again then
   return again
 end
 local writer = redis.call('PTTL', KEYS[1])
-if writer == -1 or writer > 0 then
-  return -math.max(0, writer)
+if writer == -1 then
+  return 0
+end
+if writer >= 0 then
+  return -math.max(1, writer)
 end
 local waiting = redis.call('PTTL', KEYS[5])
-if waiting > 0 then
-  return -waiting
+if waiting >= 0 then
+  return -math.max(1, waiting)
 end
 return grant(KEYS[3], KEYS[4], KEYS[2], owner, ttl, now)

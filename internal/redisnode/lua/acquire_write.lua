@@ -4,7 +4,9 @@
 -- writer (string: owner, expiring)
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, ARGV[4] how
 -- long to hold new readers off while waiting, in ms (0: do not)
--- Returns the token (> 0), or minus a retry hint in ms (<= 0).
+-- Returns the token (> 0), or minus a retry hint in ms: at least 1 while
+-- the holder's lease or a reader's lasts, 0 (no hint) for a writer key
+-- without a TTL.
 local owner = ARGV[1]
 local prefix = owner .. '\n'
 local v = redis.call('GET', KEYS[1])
@@ -13,7 +15,11 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
   end
-  return -math.max(0, redis.call('PTTL', KEYS[1]))
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    return 0
+  end
+  return -math.max(1, pttl)
 end
 local now = now_ms()
 drop_expired(KEYS[3], KEYS[4], now)
@@ -26,7 +32,7 @@ if last[2] then
       redis.call('SET', KEYS[5], owner, 'PX', hold)
     end
   end
-  return -math.max(0, tonumber(last[2]) - now)
+  return -math.max(1, tonumber(last[2]) - now)
 end
 if redis.call('GET', KEYS[5]) == owner then
   redis.call('DEL', KEYS[5])

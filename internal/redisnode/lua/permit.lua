@@ -7,11 +7,15 @@ local function now_ms()
   return t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
+-- Lua's unpack fails past about 8000 values, so the tokens of many lapsed
+-- permits go in chunks.
 local function drop_expired(permits, tokens, now)
   local gone = redis.call('ZRANGEBYSCORE', permits, '-inf', now)
   if #gone > 0 then
     redis.call('ZREMRANGEBYSCORE', permits, '-inf', now)
-    redis.call('HDEL', tokens, unpack(gone))
+    for i = 1, #gone, 1000 do
+      redis.call('HDEL', tokens, unpack(gone, i, math.min(i + 999, #gone)))
+    end
   end
 end
 

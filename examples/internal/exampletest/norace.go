@@ -1,0 +1,5 @@
+//go:build !race
+
+package exampletest
+
+const raceEnabled = false
