@@ -140,18 +140,40 @@ func (p *dbProc) logTail() string {
 // server: PostgreSQL's backends each call setsid, leaving the group.
 // Children are signalled first, so that a stopped parent cannot fork new
 // ones unseen.
-func (p *dbProc) group(sig syscall.Signal) {
+// It returns the descendants it signalled.
+func (p *dbProc) group(sig syscall.Signal) []int {
 	p.mu.Lock()
 	pid := p.pid
 	p.mu.Unlock()
 	if pid <= 0 {
-		return
+		return nil
 	}
 	pids := descendants(pid)
 	for i := len(pids) - 1; i >= 0; i-- {
 		_ = syscall.Kill(pids[i], sig)
 	}
 	_ = syscall.Kill(-pid, sig)
+	return pids
+}
+
+// gone waits until none of pids runs (a zombie counts as gone): killed
+// children keep the listening socket and shared memory until they exit.
+func gone(pids []int, timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		alive := false
+		for _, pid := range pids {
+			stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+			if i := bytes.LastIndexByte(stat, ')'); err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' {
+				alive = true
+			}
+		}
+		if !alive {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }
 
 // descendants lists the processes below pid, read from /proc (Linux);
@@ -194,7 +216,7 @@ func descendants(pid int) []int {
 // Pause stops every process of the server (SIGSTOP): connections stay
 // open and nothing answers, as in a long stall. Resume undoes it.
 func (p *dbProc) Pause() {
-	p.group(syscall.SIGSTOP)
+	_ = p.group(syscall.SIGSTOP)
 	p.mu.Lock()
 	p.paused = true
 	p.mu.Unlock()
@@ -202,7 +224,7 @@ func (p *dbProc) Pause() {
 
 // Resume continues a paused server.
 func (p *dbProc) Resume() {
-	p.group(syscall.SIGCONT)
+	_ = p.group(syscall.SIGCONT)
 	p.mu.Lock()
 	p.paused = false
 	p.mu.Unlock()
@@ -211,7 +233,7 @@ func (p *dbProc) Resume() {
 // Kill ends every process of the server with SIGKILL, as a crash would,
 // and waits for the main one to be reaped.
 func (p *dbProc) Kill() {
-	p.group(syscall.SIGKILL)
+	children := p.group(syscall.SIGKILL)
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
@@ -222,6 +244,9 @@ func (p *dbProc) Kill() {
 			p.tb.Errorf("testserver: server did not exit %v after SIGKILL", exitTimeout)
 		}
 	}
+	if !gone(children, exitTimeout) {
+		p.tb.Errorf("testserver: server's child processes did not exit %v after SIGKILL", exitTimeout)
+	}
 }
 
 // Restart starts the server again on the same port and data directory,
@@ -230,13 +255,6 @@ func (p *dbProc) Kill() {
 func (p *dbProc) Restart() {
 	p.tb.Helper()
 	p.Kill()
-	// Children of the killed server may linger for a moment.
-	for range 100 {
-		if syscall.Kill(-p.pid, 0) != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	if err := p.start(); err != nil {
 		p.tb.Fatalf("testserver: restart: %v", err)
 	}
@@ -244,8 +262,8 @@ func (p *dbProc) Restart() {
 
 // stop is the cleanup: the server is killed, paused or not.
 func (p *dbProc) stop() {
-	p.group(syscall.SIGKILL)
-	p.group(syscall.SIGCONT)
+	children := p.group(syscall.SIGKILL)
+	_ = p.group(syscall.SIGCONT)
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
@@ -255,6 +273,7 @@ func (p *dbProc) stop() {
 		case <-time.After(exitTimeout):
 		}
 	}
+	gone(children, exitTimeout)
 }
 
 // findBinary looks name up in PATH and then in dirs (globs), or reports
