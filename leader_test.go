@@ -32,9 +32,9 @@ type candidate struct {
 	e       *distlock.Election
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when Run returned
-	err     error          // Run's result, once done
-	leading chan term  // a term that started
-	ended   chan term  // a term whose ctx ended
+	err     error         // Run's result, once done
+	leading chan term     // a term that started
+	ended   chan term     // a term whose ctx ended
 }
 
 func campaign(t *testing.T, c *distlock.Client, key, id string, opts ...distlock.Option) *candidate {
