@@ -74,12 +74,13 @@ type runOptions struct {
 	grace  time.Duration
 	limit  int  // > 0: a semaphore with limit permits
 	shared bool // the read side of a read-write lock
+	excl   bool // the write side of a read-write lock
 	// conflict is the exit status when the lock is held elsewhere.
 	conflict int
 	argv     []string // CMD and its arguments
 }
 
-const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] -- CMD [ARG...]"
+const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] -- CMD [ARG...]"
 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
 CMD exits, exiting with CMD's status.
@@ -107,12 +108,12 @@ and reaps them when they exit, so that none stays a zombie even when run
 is PID 1 in a container.
 
 --limit N makes KEY a semaphore: up to N runs hold it at once, each with
-a lease and token of its own. --shared takes the read side of a
-read-write lock: any number of --shared runs hold KEY together, while a
-run without --shared waits until they are done and holds it alone (and,
-while it waits, keeps new --shared runs out). Every run on one KEY must
-use it the same way: as a lock, with the same --limit, or as a
-read-write lock.
+a lease and token of its own. --shared and --exclusive make KEY a
+read-write lock, as flock -s and -x: any number of --shared runs hold it
+together, while an --exclusive run waits until they are done and holds it
+alone (and, while it waits, keeps new --shared runs out). Every run on one
+KEY must use it the same way: as a lock (neither flag), with the same
+--limit, or with --shared and --exclusive.
 
 Every flag but --key can also be set in the environment, as the flag's
 name in upper case with DISTLOCK_ in front (--conflict-exit is
@@ -132,6 +133,7 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	fs.DurationVar(&o.grace, "grace", o.grace, "time CMD gets between SIGTERM and SIGKILL when the lease is lost")
 	fs.IntVar(&o.limit, "limit", 0, "let up to `N` runs hold KEY at once: a semaphore")
 	fs.BoolVar(&o.shared, "shared", false, "hold KEY shared with other --shared runs: the read side of a read-write lock")
+	fs.BoolVar(&o.excl, "exclusive", false, "hold KEY alone, keeping --shared runs out: the write side of a read-write lock")
 	fs.IntVar(&o.conflict, "conflict-exit", o.conflict, "exit `status` when the lock is held elsewhere (0 to 255)")
 	// DISTLOCK_URL is read as the backend's; DISTLOCK_KEY is CMD's.
 	envSkip := []string{"url", "key"}
@@ -155,8 +157,10 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 		return nil, c.usageError("run", "--grace %v is negative", o.grace), true
 	case o.limit < 0:
 		return nil, c.usageError("run", "--limit %d: want at least 1", o.limit), true
-	case o.limit > 0 && o.shared:
-		return nil, c.usageError("run", "--limit and --shared cannot be combined: a key is a semaphore or a read-write lock"), true
+	case o.limit > 0 && (o.shared || o.excl):
+		return nil, c.usageError("run", "--limit cannot be combined with --shared or --exclusive: a key is a semaphore or a read-write lock"), true
+	case o.shared && o.excl:
+		return nil, c.usageError("run", "--shared and --exclusive cannot be combined: choose the side of the read-write lock"), true
 	case o.conflict < 0 || o.conflict > 255:
 		return nil, c.usageError("run", "--conflict-exit %d: want a status from 0 to 255", o.conflict), true
 	case len(o.argv) == 0:
@@ -309,8 +313,8 @@ func (r reader) TryLock(ctx context.Context) (*distlock.Lock, error) { return r.
 func (r reader) Lock(ctx context.Context) (*distlock.Lock, error)    { return r.RLock(ctx) }
 
 // locker returns what run takes of o.key over b: a permit of a semaphore
-// with --limit, the read side of a read-write lock with --shared, and a
-// mutex otherwise.
+// with --limit, a side of a read-write lock with --shared or --exclusive,
+// and a mutex otherwise.
 func (b *backend) locker(o *runOptions, opts ...distlock.Option) locker {
 	opts = append([]distlock.Option{distlock.WithReleaseTimeout(cleanupTimeout)}, opts...)
 	c := distlock.New(b)
@@ -319,6 +323,8 @@ func (b *backend) locker(o *runOptions, opts ...distlock.Option) locker {
 		return semaphore{c.Semaphore(o.key, o.limit, opts...)}
 	case o.shared:
 		return reader{c.RWMutex(o.key, opts...)}
+	case o.excl:
+		return c.RWMutex(o.key, opts...) // its Lock and TryLock are the writer's
 	}
 	return c.Mutex(o.key, opts...)
 }
