@@ -26,6 +26,11 @@ adds the kind of lock and its number of holds (readers, permits, re-entrant
 holds). Warnings about the deployment (such as an eviction policy that may
 drop lock keys) go to stderr. Flags may come before or after the keys.
 A backend that does not answer within 5s ends status with 69.
+
+Status exits 0 when every KEY is held and 1 when one is free, so that a
+script can ask: if distlock status KEY >/dev/null; then ... (69: the
+backend could not tell; 64: a bad command line). --json may also be set
+as DISTLOCK_JSON=true; the flag wins.
 `
 
 // keyStatus is one line of `distlock status`, and one element of its JSON
@@ -58,6 +63,7 @@ func (c *cli) parseStatus(args []string) (o *statusOptions, code int, done bool)
 	fs := c.flagSet("status", statusSynopsis, statusAbout)
 	fs.StringVar(&o.url, "url", "", "backend `URL` (default $"+urlEnv+")")
 	fs.BoolVar(&o.asJSON, "json", false, "print a JSON array, one object per key")
+	documentEnv(fs, "url") // DISTLOCK_URL is read as the backend's
 	// Let flags follow the keys too: `distlock status k1 k2 --json` is
 	// what people type.
 	for {
@@ -74,6 +80,9 @@ func (c *cli) parseStatus(args []string) (o *statusOptions, code int, done bool)
 		}
 		o.keys = append(o.keys, rest[0])
 		args = rest[1:]
+	}
+	if code, done := c.applyEnv(fs, "url"); done {
+		return nil, code, true
 	}
 	if len(o.keys) == 0 {
 		return nil, c.usageError("status", "missing KEY"), true
@@ -138,6 +147,11 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	}
 	if err != nil {
 		return c.fail(exitSoftware, "status", "writing output: %v", err)
+	}
+	for _, s := range out {
+		if !s.Held {
+			return exitFree
+		}
 	}
 	return exitOK
 }
