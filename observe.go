@@ -16,7 +16,7 @@ import (
 // metrics and traces, and [WithLogger] logs them.
 //
 // Observe is called synchronously, in order for each Lock or TryLock call
-// and the holding it returns, and from several goroutines at once for
+// and the holding it returns (EventLost just after [Lock.Done] closes), and from several goroutines at once for
 // different calls. It must return quickly and must not call [Lock.Refresh]
 // or [Lock.Unlock] (it may run while they wait for it). ctx is the caller's
 // context for the events of Lock, TryLock, Refresh and Unlock, and
