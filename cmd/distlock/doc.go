@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	distlock run [--url URL] --key KEY [--ttl 30s] [--wait forever|D] [--grace 10s] -- CMD [ARG...]
+//	distlock run [--url URL] --key KEY [--ttl 30s] [--wait forever|D] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]
 //	distlock status [--url URL] [--json] KEY...
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
 //	distlock help [COMMAND]
