@@ -191,16 +191,29 @@ func (o *options) observer() Observer {
 // callIDs numbers the observed calls.
 var callIDs atomic.Uint64
 
-// backendName names b's package: "redislock" for *redislock.Backend.
+// backendName names b's package: "redislock" for *redislock.Backend. A
+// wrapper that embeds a Backend (for metrics, faults, limits) is named
+// after the backend it wraps.
 func backendName(b driver.Backend) string {
-	t := reflect.TypeOf(b)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	v := reflect.ValueOf(b)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
 	}
-	if p := t.PkgPath(); p != "" {
+	if v.Kind() == reflect.Struct {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if !v.Type().Field(i).Anonymous || !f.CanInterface() {
+				continue
+			}
+			if inner, ok := f.Interface().(driver.Backend); ok && inner != nil && !isNil(inner) {
+				return backendName(inner)
+			}
+		}
+	}
+	if p := v.Type().PkgPath(); p != "" {
 		return path.Base(p)
 	}
-	return t.String()
+	return v.Type().String()
 }
 
 // event returns the event of type t for m, with what every event carries.

@@ -192,7 +192,7 @@ func TestEventsRefusedRenewal(t *testing.T) {
 		t.Errorf("Unlock: %v; want ErrLockLost", err)
 	}
 	events := rec.all()
-	checkEvents(t, events, "k", "distlock_test", "attempt granted #1, acquired #1, renewal failed (error), lost refused (error)")
+	checkEvents(t, events, "k", "memlock", "attempt granted #1, acquired #1, renewal failed (error), lost refused (error)")
 	lost := events[3]
 	if !errors.Is(lost.Err, distlock.ErrLockLost) || lost.Late >= 0 {
 		t.Errorf("lost: error %v, late %v; want ErrLockLost, noticed before the deadline", lost.Err, lost.Late)

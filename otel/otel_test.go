@@ -74,7 +74,7 @@ func histCounts(t *testing.T, data metricdata.Aggregation, key attribute.Key) ma
 	for _, dp := range h.DataPoints {
 		v, _ := dp.Attributes.Value(key)
 		out[v.AsString()] += dp.Count
-		if b, _ := dp.Attributes.Value(distlockotel.BackendKey); b.AsString() != "memlock" && b.AsString() != "otel_test" {
+		if b, _ := dp.Attributes.Value(distlockotel.BackendKey); b.AsString() != "memlock" {
 			t.Errorf("backend attribute %q", b.AsString())
 		}
 	}
