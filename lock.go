@@ -317,8 +317,8 @@ func (l *Lock) end(ctx context.Context, reason error, cause LossCause) {
 		return
 	}
 	l.err = reason
+	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
 	close(l.done)
-	l.ctxs.end(reason)
 	if l.obs == nil {
 		return
 	}
