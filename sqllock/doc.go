@@ -34,7 +34,14 @@
 // of distlock's 32-byte owners). A repeated release is recognised only
 // until another hold of the key is released (last_owner keeps one owner).
 //
-// Waiters poll with jitter, bounded by the holder's remaining lease; fair,
+// On PostgreSQL, with [WithListener] (package sqllock/pglisten, for pgx),
+// waiters are notified (Capabilities.Notify): every release of a key's
+// last hold sends pg_notify in its statement, whether or not the releasing
+// backend listens, and each backend listens on one connection of its pool,
+// opened by its first Watch; a lost connection is replaced and every
+// watcher woken, since notices may have been missed. Without a listener,
+// and on MySQL and SQLite, waiters poll with jitter, bounded by the
+// holder's remaining lease. Fair,
 // read-write and semaphore requests fail with an error wrapping
 // errors.ErrUnsupported. Keys are 1 to 1024 bytes of UTF-8 without NUL
 // (driver.ErrInvalidKey otherwise).

@@ -29,6 +29,9 @@ type Backend struct {
 	schema  bool // create the table on first use
 	ownsDB  bool
 
+	listener Listener // nil: waiters poll
+	hub      hub
+
 	mu    sync.Mutex
 	ready bool // the table was created (or is not ours to create)
 
@@ -84,6 +87,9 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	}
 	if b.drift == nil {
 		return nil, errors.New("sqllock: nil drift function")
+	}
+	if b.listener != nil && b.dialect != Postgres {
+		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
 	}
 	b.ready = !b.schema
 	b.prepareStatements()
@@ -161,6 +167,12 @@ SELECT false, 0::BIGINT, expires_us - NOW FROM T WHERE name = $1 AND NOT EXISTS 
 		holds = holds - 1,
 		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
 	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > NOW`)
+	if b.dialect == Postgres {
+		// The notice of the key's release goes in the same statement,
+		// and out when it commits; a hold that leaves others sends none.
+		b.release = p(`WITH r AS (` + b.release.query + ` RETURNING owners)
+SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('` + channel(b.table) + `', $1)::TEXT END) FROM r`)
+	}
 	b.released = p(`SELECT 1 FROM T WHERE name = $1 AND last_owner = $2`)
 	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
 	b.refresh = p(`UPDATE T SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, NOW + $3) ELSE NOW + $3 END
@@ -176,9 +188,10 @@ func (b *Backend) Dialect() Dialect { return b.dialect }
 func (b *Backend) Table() string { return b.table }
 
 // Capabilities implements driver.Backend: exclusive and re-entrant locks,
-// on every dialect; waiters poll (no notification).
+// on every dialect; Notify on PostgreSQL with [WithListener], else waiters
+// poll.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Reentrant: true}
+	return driver.Capabilities{Reentrant: true, Notify: b.listener != nil}
 }
 
 // ensure creates the table on first use. A failure is returned and tried
@@ -315,13 +328,11 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.start(ctx); err != nil {
 		return err
 	}
-	res, err := b.db.ExecContext(ctx, b.release.query, b.release.args(l.Key, l.Owner, listed(l.Owner))...)
+	n, err := b.exec(ctx, b.release, l.Key, l.Owner, listed(l.Owner))
 	if err != nil {
 		return fmt.Errorf("sqllock: release: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
-	} else if n > 0 {
+	if n > 0 {
 		return nil
 	}
 	// Not held: a repeat of this owner's release, or not its lock.
@@ -334,6 +345,21 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 		return driver.ErrNotHeld
 	}
 	return fmt.Errorf("sqllock: release: %w", err)
+}
+
+// exec runs s and returns the number of rows it changed: from the result,
+// or from the count s selects on PostgreSQL.
+func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) {
+	if b.dialect == Postgres {
+		var n, notified int64
+		err := b.db.QueryRowContext(ctx, s.query, s.args(args...)...).Scan(&n, &notified)
+		return n, err
+	}
+	res, err := b.db.ExecContext(ctx, s.query, s.args(args...)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // Refresh implements driver.Backend.
@@ -407,18 +433,13 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	return info, nil
 }
 
-// Watch implements driver.Backend: sqllock does not notify, so waiters
-// poll; it returns an error wrapping errors.ErrUnsupported.
-func (b *Backend) Watch(context.Context, string, string) (driver.Watch, error) {
-	return nil, fmt.Errorf("sqllock: watching releases: %w", errors.ErrUnsupported)
-}
-
 // Close implements driver.Backend. It closes the *sql.DB only with
 // [WithOwnedDB]; otherwise db stays open, as do the locks held in it.
 func (b *Backend) Close() error {
 	if b == nil || b.db == nil {
 		return errors.New("sqllock: nil or zero *Backend: use New")
 	}
+	b.closeListener()
 	if b.ownsDB {
 		return b.db.Close()
 	}
