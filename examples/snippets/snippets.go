@@ -45,7 +45,7 @@ func Telemetry(backend driver.Backend) (*distlock.Client, error) {
 func SQL() (*distlock.Client, error) {
 	// readme-begin
 	db, _ := sql.Open("pgx", "postgres://app@db/app") // or "mysql", "sqlite"
-	b, err := sqllock.New(db)                          // dialect from the driver; table created on first use
+	b, err := sqllock.New(db)                         // dialect from the driver; table created on first use
 	c := distlock.New(b)
 	// readme-end
 	return c, err
