@@ -241,6 +241,8 @@ func (l *Lock) ended(now time.Time) error {
 // lock that another holder took over. If ctx is already done, Unlock still
 // releases, detached from ctx and bounded by [WithReleaseTimeout]. If the
 // backend cannot be reached the lock expires on its own after its TTL.
+// Done closes when Unlock returns, or at the lease's deadline if the
+// release takes longer than that.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -252,7 +254,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	prior := l.ended(time.Now()) // a lease past its deadline has ended
 	l.unlocked = true
-	l.timer.Stop()
+	// The timer stays set to the deadline: a release that outlasts the
+	// lease must not keep Done open past it (see tick).
+	l.timer.Reset(time.Until(l.validUntil))
 	if l.renewing != nil {
 		l.renewing() // its outcome no longer matters
 	}
@@ -270,6 +274,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.end(ErrLockReleased)
+	l.timer.Stop()
 	l.mu.Unlock()
 	switch {
 	case prior != nil:
@@ -300,6 +305,11 @@ func (l *Lock) end(reason error) {
 func (l *Lock) tick() {
 	l.mu.Lock()
 	now := time.Now()
+	if l.unlocked && !now.Before(l.validUntil) {
+		// Unlock is still waiting for the release: the lease has run
+		// out meanwhile, and Done says so now, not when the reply comes.
+		l.end(ErrLockExpired)
+	}
 	if l.ended(now) != nil {
 		l.mu.Unlock()
 		return

@@ -60,6 +60,10 @@ type Findings struct {
 	// after ValidUntil Done closed (negative: before), in nanoseconds,
 	// not counting those whose holder was paused at the time.
 	DoneLatency []int64 `json:"-"`
+	// LateGrants counts grants whose reply came after their own deadline
+	// (a paused server or network): Lock returned a lease already over,
+	// whose Done closed at once.
+	LateGrants int `json:"late_grants"`
 	// DonePaused counts leases that ran out while their holder was paused.
 	DonePaused int `json:"done_while_paused"`
 	// LongestFree is the longest time the lock stayed free while a healthy
@@ -189,10 +193,17 @@ func checkDone(h *History, slack time.Duration, f *Findings) []Violation {
 		if hd.Killed != 0 && (hd.Done == 0 || hd.Done > hd.Killed) {
 			continue // a killed process reports nothing
 		}
-		deadline := hd.ValidUntil + int64(slack)
+		// A grant whose reply came after its own deadline cannot close
+		// Done before it exists: its Done must close at once.
+		base := hd.ValidUntil
+		if hd.Acquired >= base {
+			base = hd.Acquired
+			f.LateGrants++
+		}
+		deadline := base + int64(slack)
 		paused := false
 		for _, p := range pauses[hd.Slot] {
-			if p.From < deadline && p.To >= hd.ValidUntil-int64(slack) {
+			if p.From < deadline && p.To >= base-int64(slack) {
 				deadline = max(deadline, p.To+int64(slack))
 				paused = true
 			}
@@ -207,9 +218,9 @@ func checkDone(h *History, slack time.Duration, f *Findings) []Violation {
 			continue
 		case hd.Done > deadline:
 			out = append(out, Violation{Kind: VDoneLate, At: hd.Done, Detail: fmt.Sprintf(
-				"Done of %s closed %v after its ValidUntil (slack %v)", hd.ID, time.Duration(hd.Done-hd.ValidUntil), slack)})
+				"Done of %s closed %v after its ValidUntil (slack %v)", hd.ID, time.Duration(hd.Done-base), slack)})
 		}
-		if hd.DoneErr == doneExpired {
+		if hd.DoneErr == doneExpired && base == hd.ValidUntil {
 			if paused {
 				f.DonePaused++
 			} else {

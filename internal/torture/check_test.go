@@ -115,6 +115,18 @@ func TestChecks(t *testing.T) {
 			h.Faults = []Fault{{Kind: FaultPause, Slot: 0, From: a.ValidUntil - 100*ms, To: a.ValidUntil + 280*ms}}
 			return h
 		}, nil},
+		{"a grant that came after its deadline closes Done at once", func() *History {
+			a := held(0, 1, 100*ms, 0)
+			a.ValidUntil = 90 * ms
+			a.ReleaseStart, a.Released, a.Done, a.DoneErr = 0, 0, 101*ms, doneExpired
+			return history(a)
+		}, nil},
+		{"a grant that came after its deadline keeps Done open", func() *History {
+			a := held(0, 1, 100*ms, 0)
+			a.ValidUntil = 90 * ms
+			a.ReleaseStart, a.Released, a.Done, a.DoneErr = 0, 0, 300*ms, doneExpired
+			return history(a)
+		}, []string{VDoneLate}},
 		{"Done never closed", func() *History {
 			a := held(0, 1, 100*ms, 0)
 			a.ReleaseStart, a.Released, a.Done = 0, 0, 0

@@ -209,6 +209,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; %d more ran out while their holder was paused", r.Findings.DonePaused)
 	}
 	fmt.Fprintln(w, ")")
+	if r.Findings.LateGrants > 0 {
+		fmt.Fprintf(w, "Grants whose reply came after their own deadline (Done closed at once): %d\n", r.Findings.LateGrants)
+	}
 	fmt.Fprintf(w, "Believed-held windows that overlapped: %d (expected under pauses; the fence rejected %d stale writes)\n",
 		r.Findings.Overlaps, op.WritesRejected)
 	fmt.Fprintf(w, "Longest time the lock was free while a healthy worker asked: %v (limit %s)\n",
