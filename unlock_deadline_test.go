@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/memlock"
 )
 
@@ -17,12 +18,12 @@ type slowRelease struct {
 	hold chan struct{}
 }
 
-func (b *slowRelease) Release(ctx context.Context, key, owner string) error {
+func (b *slowRelease) Release(ctx context.Context, l driver.Lease) error {
 	select {
 	case <-b.hold:
 	case <-ctx.Done():
 	}
-	return b.Backend.Release(ctx, key, owner)
+	return b.Backend.Release(ctx, l)
 }
 
 // TestDoneClosesAtDeadlineDuringSlowUnlock: a release that outlasts the

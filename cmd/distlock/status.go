@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/driver"
 )
 
 const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
@@ -22,8 +21,10 @@ const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
 const statusAbout = `Status shows for each KEY whether the lock is held, its fencing token (of
 the current holding, or of the last one when the lock is free), how long the
 holder's lease has left, and what the holder recorded about itself: host,
-pid, since (when it took the lock) and cmd (what distlock run runs). The
-backend must support inspection. Flags may come before or after the keys.
+pid, since (when it took the lock) and cmd (what distlock run runs). --json
+adds the kind of lock and its number of holds (readers, permits, re-entrant
+holds). Warnings about the deployment (such as an eviction policy that may
+drop lock keys) go to stderr. Flags may come before or after the keys.
 A backend that does not answer within 5s ends status with 69.
 `
 
@@ -32,6 +33,8 @@ A backend that does not answer within 5s ends status with 69.
 type keyStatus struct {
 	Key   string `json:"key"`
 	Held  bool   `json:"held"`
+	Kind  string `json:"kind,omitempty"`  // mutex, write, read or permit, when held
+	Holds int    `json:"holds,omitempty"` // when held
 	Token uint64 `json:"token"`
 	// TTLMillis is the holder's remaining lease in milliseconds; 0 when free.
 	TTLMillis int64 `json:"ttl_ms"`
@@ -104,11 +107,12 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	defer stop()
 
 	out := make([]keyStatus, 0, len(o.keys))
+	inspector := distlock.New(b)
 	for _, k := range o.keys {
-		info, ok, err := b.inspect(ctx, k)
+		info, err := inspector.Inspect(ctx, k)
 		switch {
-		case !ok:
-			return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
+		case errors.Is(err, distlock.ErrInvalidKey):
+			return c.usageError("status", "%s", errText(err))
 		case err != nil:
 			if cause := context.Cause(ctx); ctx.Err() != nil && configProblem(cause) != "" {
 				err = cause
@@ -119,7 +123,10 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 			}
 			return c.backendFailed("status", what, err)
 		}
-		out = append(out, newKeyStatus(k, info))
+		out = append(out, newKeyStatus(info))
+		for _, w := range info.Warnings {
+			fmt.Fprintf(c.stderr, "distlock status: warning: %s: %s\n", quoteCell(k), w)
+		}
 	}
 	var err error
 	if o.asJSON {
@@ -135,9 +142,10 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-func newKeyStatus(key string, info driver.Info) keyStatus {
-	s := keyStatus{Key: key, Held: info.Held, Token: info.Token}
+func newKeyStatus(info distlock.Info) keyStatus {
+	s := keyStatus{Key: info.Key, Held: info.Held, Token: info.Token}
 	if info.Held {
+		s.Kind, s.Holds = info.Kind.String(), info.Holds
 		s.TTLMillis = max(info.TTL.Milliseconds(), 0)
 		s.Meta = info.Meta
 		if t, ok := parseSince(info.Meta["since"]); ok {
