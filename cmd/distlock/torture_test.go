@@ -120,3 +120,62 @@ func TestTortureUnavailable(t *testing.T) {
 	r := runBin(t, "torture", "--url", "redis://127.0.0.1:1/0", "--duration", "1s")
 	wantCode(t, r, exitUnavailable)
 }
+
+// buildMutants builds distlock with the broken backends of
+// torture_mutant.go, which the command users get never contains.
+func buildMutants(t *testing.T) string {
+	t.Helper()
+	prog := filepath.Join(t.TempDir(), "distlock-mutants")
+	args := []string{"build", "-tags", "distlock_mutants", "-o", prog}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the mutants: %v\n%s", err, out)
+	}
+	return prog
+}
+
+// TestTortureCatchesMutants proves the checks can fail: each broken
+// backend, run under the faults that expose it, must be reported.
+func TestTortureCatchesMutants(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	prog := buildMutants(t)
+	cases := []struct {
+		mutant, faults string
+		want           []string // violation kinds that must be reported
+	}{
+		// A holder whose lease ran out (a slow holding, a pause) deletes
+		// its successor's lock on release; a third is granted while the
+		// successor's lease is valid.
+		{"no-owner-check", "pause", []string{"exclusion"}},
+		{"constant-token", "none", []string{"duplicate-token", "token-order"}},
+		// A killed holder's lock never expires: nobody gets it again.
+		{"no-expiry", "kill", []string{"stall"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mutant, func(t *testing.T) {
+			url := "mutant+redis://" + srv.Addr() + "/0?mutant=" + tc.mutant
+			res, rep := runTorture(t, prog, "--url", url, "--faults", tc.faults,
+				"--duration", "6s", "--workers", "4", "--ttl", "300ms", "--seed", "1")
+			t.Logf("%s", res.stdout)
+			if res.code != exitViolation {
+				t.Errorf("exit %d, want %d", res.code, exitViolation)
+			}
+			for _, k := range tc.want {
+				if rep.ViolationCounts[k] == 0 {
+					t.Errorf("no %s violation reported: %v\nstderr:\n%s", k, rep.ViolationCounts, res.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestMutantsStayOut: the command users get knows no mutant scheme.
+func TestMutantsStayOut(t *testing.T) {
+	r := runInProcess(t, "torture", "--url", "mutant+redis://127.0.0.1:1/0?mutant=no-expiry")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "unknown backend URL scheme") {
+		t.Fatalf("exit %d, stderr %q; want 64 for an unknown scheme", r.code, r.stderr)
+	}
+}
