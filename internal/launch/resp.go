@@ -53,11 +53,10 @@ func Do(addr string, timeout time.Duration, cmds ...[]string) ([]string, error) 
 	var first error
 	for i := range cmds {
 		s, err := readReply(r)
-		var re ReplyError
-		if err != nil && !errors.As(err, &re) && !errors.Is(err, ErrNil) {
-			return nil, err // the stream is broken: nothing more to read
+		if broken(err) {
+			return nil, err // nothing more can be read
 		}
-		if err != nil && first == nil {
+		if first == nil {
 			first = err
 		}
 		out[i] = s
@@ -105,11 +104,10 @@ func readReply(r *bufio.Reader) (string, error) {
 		var first error
 		for range n {
 			s, err := readReply(r)
-			var re ReplyError
-			if err != nil && !errors.As(err, &re) && !errors.Is(err, ErrNil) {
+			if broken(err) {
 				return "", err
 			}
-			if errors.As(err, &re) && first == nil {
+			if first == nil && !errors.Is(err, ErrNil) {
 				first = err
 			}
 			elems = append(elems, s)
@@ -117,6 +115,13 @@ func readReply(r *bufio.Reader) (string, error) {
 		return strings.Join(elems, "\n"), first
 	}
 	return "", fmt.Errorf("launch: unknown reply type %q", kind)
+}
+
+// broken reports whether err means the reply stream cannot be read on:
+// anything but a nil or error reply.
+func broken(err error) bool {
+	var re ReplyError
+	return err != nil && !errors.As(err, &re) && !errors.Is(err, ErrNil)
 }
 
 // infoField returns the value of field in the text of an INFO reply.
