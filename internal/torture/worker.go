@@ -164,8 +164,8 @@ func (w *worker) round(ctx context.Context, watchers *sync.WaitGroup) error {
 	l, err := m.Lock(lctx)
 	cancel()
 	if err != nil {
-		w.report(msg{Kind: msgNotHeld, Err: err.Error()})
-		if ctx.Err() == nil {
+		if ctx.Err() == nil { // not just told to stop
+			w.report(msg{Kind: msgNotHeld, Err: err.Error()})
 			w.sleep(ctx, w.cfg.TTL/5)
 		}
 		return nil
