@@ -59,8 +59,9 @@ fence is for.
 --servers starts servers of its own instead of --url, on free loopback
 ports: redis (one server, append-only file fsynced on every write),
 redis-nopersist (one server without persistence: a restart loses the lock
-and its token counter), redlock (three such servers). Only then is the
-server fault available. Exit status 1 means a violation was found.
+and its token counter), redlock (three servers, each with the fsynced
+append-only file). Only then is the server fault available. Exit status 1
+means a violation was found.
 `
 
 // serverKinds are the deployments --servers can start.
