@@ -160,6 +160,7 @@ type slot struct {
 	w       *Worker
 	out     *lineWriter
 	hello   chan struct{}         // closed when the current process said hello
+	ready   chan struct{}         // closed once spawn has recorded the current process
 	killed  map[*launch.Proc]bool // processes killed on purpose
 	faulted bool                  // a fault is under way on this slot
 }
@@ -303,6 +304,10 @@ func (h *harness) closeProxies() {
 	}
 }
 
+// afterStart, if set by a test, runs between starting a worker process and
+// recording it, to widen the window in which its hello may come first.
+var afterStart func()
+
 // WorkerArgs returns the command-line arguments of a worker process.
 func WorkerArgs(c WorkerConfig) []string {
 	return []string{
@@ -318,8 +323,14 @@ func WorkerArgs(c WorkerConfig) []string {
 
 // spawn starts the next process of slot s.
 func (h *harness) spawn(s *slot) error {
+	// The new process may say hello before Start returns: its slot state
+	// is reset first, and serve waits for ready before it uses s.w.
+	ready := make(chan struct{})
+	defer close(ready)
 	s.mu.Lock()
 	s.inc++
+	s.out, s.w, s.ready = nil, nil, ready
+	s.hello = make(chan struct{})
 	wc := WorkerConfig{Harness: h.ln.Addr().String(), Slot: s.n, Inc: s.inc, Key: h.cfg.Key,
 		TTL: h.cfg.TTL, Seed: h.cfg.Seed, SlowPercent: h.cfg.SlowPercent}
 	s.mu.Unlock()
@@ -331,10 +342,12 @@ func (h *harness) spawn(s *slot) error {
 	if err != nil {
 		return fmt.Errorf("torture: starting worker %s: %w", workerID(s.n, wc.Inc), err)
 	}
+	if afterStart != nil {
+		afterStart()
+	}
 	w := h.rec.started(s.n, wc.Inc, p.Pid(), time.Now(), stderr)
 	s.mu.Lock()
-	s.proc, s.w, s.out = p, w, nil
-	s.hello = make(chan struct{})
+	s.proc, s.w = p, w
 	s.mu.Unlock()
 	h.wg.Add(1)
 	go func() {
@@ -397,7 +410,14 @@ func (h *harness) serve(conn net.Conn) {
 	s := h.slots[hello.Slot]
 	out := &lineWriter{w: conn}
 	s.mu.Lock()
-	if hello.Inc != s.inc || s.out != nil {
+	ready := s.ready
+	s.mu.Unlock()
+	if ready == nil {
+		return
+	}
+	<-ready
+	s.mu.Lock()
+	if hello.Inc != s.inc || s.out != nil || s.w == nil {
 		s.mu.Unlock()
 		return
 	}
