@@ -10,7 +10,7 @@ STATICCHECK := $(shell command -v staticcheck 2>/dev/null || echo $(GOBIN)/stati
 MODULES       := . examples otel
 BUILD_MODULES := bench
 
-.PHONY: all deps deps-demo test test-scripts lint demo bench fuzz
+.PHONY: all deps deps-demo test test-scripts lint demo bench fuzz torture
 
 all: test
 
@@ -46,6 +46,14 @@ lint:
 
 demo: deps-demo
 	$(GO) run ./cmd/distlock demo
+
+# A minute per backend under every fault, against servers the command starts
+# itself (make test runs a few seconds of each: TestTortureOwnServers).
+TORTURE_DURATION ?= 60s
+torture: deps-demo
+	@set -e; for s in redis redlock; do \
+	  $(GO) run ./cmd/distlock torture --servers $$s --duration $(TORTURE_DURATION); echo; \
+	done
 
 bench: deps-demo
 	scripts/bench.sh

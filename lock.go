@@ -263,9 +263,11 @@ func (l *Lock) ended(now time.Time) error {
 // already ended, and [ErrLockReleased] on a second call. It never deletes a
 // lock that another holder took over. If ctx is already done, Unlock still
 // releases, detached from ctx and bounded by [WithReleaseTimeout]. If the
-// backend cannot be reached the lock expires on its own after its TTL. The
-// hold of a re-entrant lock releases only itself: the lock stays held while
-// the owner has other holds (see [OwnerID]).
+// backend cannot be reached the lock expires on its own after its TTL.
+// Done closes when Unlock returns, or at the lease's deadline if the
+// release takes longer than that. The hold of a re-entrant lock releases
+// only itself: the lock stays held while the owner has other holds (see
+// [OwnerID]).
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -277,7 +279,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	prior := l.ended(time.Now()) // a lease past its deadline has ended
 	l.unlocked = true
-	l.timer.Stop()
+	// The timer stays set to the deadline: a release that outlasts the
+	// lease must not keep Done open past it (see tick).
+	l.timer.Reset(time.Until(l.validUntil))
 	if l.renewing != nil {
 		l.renewing() // its outcome no longer matters
 	}
@@ -306,6 +310,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.obs.released = err
 	}
 	l.end(ctx, ErrLockReleased, 0)
+	l.timer.Stop()
 	l.unlock()
 	return err
 }
@@ -383,6 +388,11 @@ func (l *Lock) unlock() {
 func (l *Lock) tick() {
 	l.mu.Lock()
 	now := time.Now()
+	if l.unlocked && !now.Before(l.validUntil) {
+		// Unlock is still waiting for the release: the lease has run
+		// out meanwhile, and Done says so now, not when the reply comes.
+		l.end(context.Background(), ErrLockExpired, LossExpired)
+	}
 	if l.ended(now) != nil {
 		l.unlock()
 		return

@@ -73,10 +73,12 @@ func init() {
 		{name: "run", summary: "run a command while holding a lock", run: (*cli).runCmd},
 		{name: "status", summary: "show whether locks are held, and by whom", run: (*cli).statusCmd},
 		{name: "demo", summary: "show with separate processes what a lock prevents", run: (*cli).demoCmd},
+		{name: "torture", summary: "check a deployment's locks under injected faults", run: (*cli).tortureCmd},
 		{name: "help", summary: "show help for a command", run: (*cli).helpCmd},
 		{name: "version", summary: "print the version (also --version, -v)", run: (*cli).versionCmd},
 		{name: "completion", summary: "print a shell completion script: bash, zsh or fish", run: (*cli).completionCmd},
 		{name: doctorCommand, hidden: true, run: (*cli).doctorCmd},
+		{name: tortureWorkerCommand, hidden: true, run: (*cli).tortureWorkerCmd},
 	}
 }
 

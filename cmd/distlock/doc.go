@@ -8,6 +8,7 @@
 //	             [--log-level L] [--log-format text|json] -- CMD [ARG...]
 //	distlock status [--url URL] [--json] KEY...
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
+//	distlock torture [--url URL | --servers KIND] [--workers 8] [--duration 60s] [--ttl 500ms] [--faults pause,kill,cut,server] [--seed N] [--json FILE] [--timeline FILE]
 //	distlock help [COMMAND]
 //	distlock version | distlock --version | distlock -v
 //	distlock completion bash|zsh|fish
@@ -133,10 +134,25 @@
 // stops it afterwards; --url uses another backend. DISTLOCK_URL is ignored
 // here, so that the demo never takes locks on a shared server by accident.
 //
+// # distlock torture
+//
+// torture checks a deployment's locks under faults. Worker processes (this
+// program, run again) take one lock over and over and write, under it, to a
+// fenced register that torture keeps; meanwhile it pauses (SIGSTOP) and
+// kills workers, cuts or blackholes their connections through proxies of
+// their own, and, with --servers (redis, redis-nopersist, redlock: servers
+// it starts itself), pauses, kills and restarts the servers, on a schedule
+// drawn from --seed. It then checks the history — tokens only increase and
+// are never granted twice, no lock is granted while another lease is valid,
+// Done closes by ValidUntil plus --slack, the lock is never left free while
+// a healthy worker waits, the register's history is linearizable — prints a
+// table (or JSON with --json, and a timeline with --timeline), and exits 1
+// if any check failed. See internal/torture for the checks' definitions.
+//
 // # Exit status
 //
 //	0      success; for run, CMD succeeded; for status, every KEY is held
-//	1      for status, a KEY is free
+//	1      for status, a KEY is free; for torture, a check found a violation
 //	1..    for run, CMD's own exit status is passed on
 //	64     usage error: bad flag or argument, malformed URL, unknown scheme (EX_USAGE)
 //	69     the backend is unavailable, refuses the configuration (password, database,

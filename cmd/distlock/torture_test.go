@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/distlock-go/distlock/internal/testserver"
+)
+
+// tortureReport is the part of torture's JSON report the tests read.
+type tortureReport struct {
+	Operations struct {
+		Grants         int `json:"grants"`
+		WritesAccepted int `json:"writes_accepted"`
+	} `json:"operations"`
+	FaultCounts     map[string]int `json:"faults_injected"`
+	ViolationCounts map[string]int `json:"violation_counts"`
+	Violations      []struct {
+		Kind, Detail string
+	} `json:"violations"`
+}
+
+func (r tortureReport) violations() int {
+	n := 0
+	for _, c := range r.ViolationCounts {
+		n += c
+	}
+	return n
+}
+
+func (r tortureReport) faults() int {
+	n := 0
+	for _, c := range r.FaultCounts {
+		n += c
+	}
+	return n
+}
+
+// runTorture runs prog's torture command with args and a JSON report, and
+// returns the result and the report.
+func runTorture(t *testing.T, prog string, args ...string) (result, tortureReport) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testserver.Require(t, "redis-server") // skips, or fails under DISTLOCK_REQUIRE_SERVERS=1
+	}
+	out := filepath.Join(t.TempDir(), "report.json")
+	// A generous slack: the race detector and a loaded machine delay
+	// goroutines by tens of milliseconds.
+	args = append([]string{"torture", "--json", out, "--slack", "300ms"}, args...)
+	res := startProg(t, prog, nil, args...).wait(t, 3*60e9)
+	var rep tortureReport
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("no report (%v); exit %d\nstdout:\n%s\nstderr:\n%s", err, res.code, res.stdout, res.stderr)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	return res, rep
+}
+
+// TestTortureOwnServers is the short version of 'make torture': a few
+// seconds per backend, with its own servers and every fault.
+func TestTortureOwnServers(t *testing.T) {
+	for _, kind := range []string{"redis", "redlock"} {
+		t.Run(kind, func(t *testing.T) {
+			res, rep := runTorture(t, binary, "--servers", kind, "--duration", "5s", "--workers", "4", "--ttl", "300ms", "--seed", "1")
+			t.Logf("%s", res.stdout)
+			if res.code != exitOK || rep.violations() != 0 {
+				t.Fatalf("exit %d, %d violations %v, want 0\nstderr:\n%s", res.code, rep.violations(), rep.Violations, res.stderr)
+			}
+			if rep.Operations.Grants < 10 || rep.Operations.WritesAccepted < 10 || rep.faults() < 3 {
+				t.Fatalf("too little happened to prove anything: %+v, faults %v", rep.Operations, rep.FaultCounts)
+			}
+		})
+	}
+}
+
+// TestTortureFindsTokenRegression: a Redis server restarted without
+// persistence forgets its token counter, so tokens go backwards. The
+// checker must say so.
+func TestTortureFindsTokenRegression(t *testing.T) {
+	res, rep := runTorture(t, binary, "--servers", "redis-nopersist", "--faults", "server",
+		"--duration", "6s", "--workers", "4", "--ttl", "300ms", "--seed", "1")
+	t.Logf("%s", res.stdout)
+	if res.code != exitViolation || rep.ViolationCounts["token-order"] == 0 {
+		t.Fatalf("exit %d, violations %v; want exit 1 with token-order violations\nstderr:\n%s", res.code, rep.ViolationCounts, res.stderr)
+	}
+}
+
+func TestTortureUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--servers", "etcd"}, "--servers"},
+		{[]string{"--url", "mem://x"}, "mem://"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "--servers", "redis"}, "exclude"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "--faults", "server"}, "needs --servers"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "--faults", "pause,flood"}, "unknown fault"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "--workers", "0"}, "workers"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "--ttl", "1ms"}, "ttl"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "--timeline", "out.png"}, ".svg or .html"},
+		{[]string{}, "no backend URL"},
+		{[]string{"--url", "redis://127.0.0.1:1/0", "extra"}, "unexpected argument"},
+	}
+	for _, tc := range cases {
+		r := runInProcess(t, append([]string{"torture"}, tc.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("torture %q: exit %d, stderr %q; want 64 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestTortureUnavailable(t *testing.T) {
+	r := runBin(t, "torture", "--url", "redis://127.0.0.1:1/0", "--duration", "1s")
+	wantCode(t, r, exitUnavailable)
+}
+
+// buildMutants builds distlock with the broken backends of
+// torture_mutant.go, which the command users get never contains.
+func buildMutants(t *testing.T) string {
+	t.Helper()
+	prog := filepath.Join(t.TempDir(), "distlock-mutants")
+	args := []string{"build", "-tags", "distlock_mutants", "-o", prog}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the mutants: %v\n%s", err, out)
+	}
+	return prog
+}
+
+// TestTortureCatchesMutants proves the checks can fail: each broken
+// backend, run under the faults that expose it, must be reported.
+func TestTortureCatchesMutants(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	prog := buildMutants(t)
+	cases := []struct {
+		mutant, faults string
+		want           []string // violation kinds that must be reported
+	}{
+		// A holder whose lease ran out (a slow holding, a pause) deletes
+		// its successor's lock on release; a third is granted while the
+		// successor's lease is valid.
+		{"no-owner-check", "pause", []string{"exclusion"}},
+		{"constant-token", "none", []string{"duplicate-token", "token-order"}},
+		// A killed holder's lock never expires: nobody gets it again.
+		{"no-expiry", "kill", []string{"stall"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mutant, func(t *testing.T) {
+			url := "mutant+redis://" + srv.Addr() + "/0?mutant=" + tc.mutant
+			res, rep := runTorture(t, prog, "--url", url, "--faults", tc.faults,
+				"--duration", "6s", "--workers", "4", "--ttl", "300ms", "--seed", "1")
+			t.Logf("%s", res.stdout)
+			if res.code != exitViolation {
+				t.Errorf("exit %d, want %d", res.code, exitViolation)
+			}
+			for _, k := range tc.want {
+				if rep.ViolationCounts[k] == 0 {
+					t.Errorf("no %s violation reported: %v\nstderr:\n%s", k, rep.ViolationCounts, res.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestMutantsStayOut: the command users get knows no mutant scheme.
+func TestMutantsStayOut(t *testing.T) {
+	r := runInProcess(t, "torture", "--url", "mutant+redis://127.0.0.1:1/0?mutant=no-expiry")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "unknown backend URL scheme") {
+		t.Fatalf("exit %d, stderr %q; want 64 for an unknown scheme", r.code, r.stderr)
+	}
+}

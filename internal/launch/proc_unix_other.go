@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package launch
+
+import "syscall"
+
+// sysProcAttr puts the child in a group of its own. Only Linux can also kill
+// it when this program dies.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
