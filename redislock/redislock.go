@@ -33,6 +33,8 @@ type Backend struct {
 	notify   *redisnode.Notifier
 	keys     *redisnode.KeyCache
 	ownsRDB  bool
+	maxTTL   time.Duration // the restart guard's (see guard.go)
+	guardOff bool
 }
 
 var (
@@ -82,14 +84,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
 		rdb = nil // a typed nil client: report it, do not panic on it
 	}
-	b := &Backend{rdb: rdb, prefix: DefaultPrefix, drift: driver.DefaultDrift}
+	b := &Backend{rdb: rdb, prefix: DefaultPrefix, drift: driver.DefaultDrift, maxTTL: DefaultMaxTTL}
 	for _, opt := range opts {
 		opt(b)
 	}
 	if rdb != nil {
 		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
 	}
-	b.keys = redisnode.NewKeyCache(b.prefix)
+	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	return b
 }
 
@@ -114,6 +116,9 @@ func (b *Backend) Capabilities() driver.Capabilities {
 // Acquire implements driver.Backend in one round trip (two with WithReplicas).
 func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
 	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	if err := b.checkTTL(req.TTL); err != nil {
 		return driver.Grant{}, err
 	}
 	k := b.keys.Get(req.Key)
@@ -158,7 +163,7 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 		} else {
 			acq = redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
 		}
-		wait := waitCmd(ctx, pipe, b.replicas, b.waitFor)
+		wait := redisnode.WaitCmd(ctx, pipe, b.replicas, b.waitFor)
 		_, err := pipe.Exec(ctx)
 		return acq, wait, err
 	}
@@ -208,12 +213,22 @@ func (b *Backend) Release(ctx context.Context, key, owner string) error {
 	return nil
 }
 
-// Refresh implements driver.Backend: compare-and-PEXPIRE.
+// Refresh implements driver.Backend: compare-and-PEXPIRE; with
+// WithReplicas, then WAIT, on the same connection.
 func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
 	if err := b.check(key); err != nil {
 		return 0, err
 	}
-	ok, err := redisnode.Refresh(ctx, b.rdb, b.keys.Get(key), owner, ttl)
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
+	}
+	var ok bool
+	var err error
+	if b.replicas > 0 {
+		ok, err = b.refreshReplicated(ctx, b.keys.Get(key), owner, ttl)
+	} else {
+		ok, err = redisnode.Refresh(ctx, b.rdb, b.keys.Get(key), owner, ttl)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -227,6 +242,9 @@ func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Durat
 // does not apply to semaphores.
 func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
 	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	if err := b.checkTTL(req.TTL); err != nil {
 		return driver.Grant{}, err
 	}
 	token, wait, err := redisnode.AcquirePermit(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, n)
@@ -246,6 +264,9 @@ func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time
 	if err := b.check(key); err != nil {
 		return 0, err
 	}
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
+	}
 	if err := notHeld(redisnode.RefreshPermit(ctx, b.rdb, b.keys.Get(key), owner, ttl)); err != nil {
 		return 0, err
 	}
@@ -257,6 +278,9 @@ func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireReques
 	if err := b.check(req.Key); err != nil {
 		return driver.Grant{}, err
 	}
+	if err := b.checkTTL(req.TTL); err != nil {
+		return driver.Grant{}, err
+	}
 	token, wait, err := redisnode.AcquireWrite(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)
 	return b.grant(token, wait, req.TTL, err)
 }
@@ -264,6 +288,9 @@ func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireReques
 // AcquireShared implements driver.RWLocker: a reader, in one round trip.
 func (b *Backend) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
 	if err := b.check(req.Key); err != nil {
+		return driver.Grant{}, err
+	}
+	if err := b.checkTTL(req.TTL); err != nil {
 		return driver.Grant{}, err
 	}
 	token, wait, err := redisnode.AcquireRead(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL)
@@ -281,6 +308,9 @@ func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
 // RefreshShared implements driver.RWLocker.
 func (b *Backend) RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
 	if err := b.check(key); err != nil {
+		return 0, err
+	}
+	if err := b.checkTTL(ttl); err != nil {
 		return 0, err
 	}
 	if err := notHeld(redisnode.RefreshRead(ctx, b.rdb, b.keys.Get(key), owner, ttl)); err != nil {
@@ -356,17 +386,4 @@ func (b *Backend) Close() error {
 		err = errors.Join(err, b.rdb.Close())
 	}
 	return err
-}
-
-// waitCmd queues WAIT. go-redis' own Wait stretches the read deadline by
-// the timeout, so it is preferred where the pipeline has it.
-func waitCmd(ctx context.Context, pipe redis.Pipeliner, n int, timeout time.Duration) *redis.IntCmd {
-	if w, ok := pipe.(interface {
-		Wait(context.Context, int, time.Duration) *redis.IntCmd
-	}); ok {
-		return w.Wait(ctx, n, timeout)
-	}
-	cmd := redis.NewIntCmd(ctx, "wait", n, timeout.Milliseconds())
-	_ = pipe.Process(ctx, cmd)
-	return cmd
 }

@@ -61,6 +61,8 @@ type Backend struct {
 	drift       func(time.Duration) time.Duration
 	now         func() time.Time // the clock that measures elapsed time
 
+	maxTTL    time.Duration // the restart guard's (see guard.go)
+	guardOff  bool
 	err       error // set by New when the configuration cannot work
 	pending   pendingSet
 	stop      chan struct{} // closed by Close: workers exit
@@ -148,7 +150,7 @@ func (b *Backend) invalid(err error) {
 // address or an invalid option, every call of the backend returns an error
 // that says so.
 func New(clients []redis.UniversalClient, opts ...Option) *Backend {
-	b := &Backend{prefix: DefaultPrefix, drift: driver.DefaultDrift, now: time.Now}
+	b := &Backend{prefix: DefaultPrefix, drift: driver.DefaultDrift, now: time.Now, maxTTL: DefaultMaxTTL}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(b)
@@ -177,7 +179,7 @@ func New(clients []redis.UniversalClient, opts ...Option) *Backend {
 		b.nodes = nil
 		return b
 	}
-	b.keys = redisnode.NewKeyCache(b.prefix)
+	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	b.stop = make(chan struct{})
 	for i := range b.nodes {
 		b.nodes[i].notify = redisnode.NewNotifier(b.nodes[i].rdb, 2*time.Second)
@@ -270,6 +272,9 @@ func (b *Backend) releaseTimeout() time.Duration {
 func (b *Backend) validity(ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("redlock: TTL %v is not positive", ttl)
+	}
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
 	}
 	v := ttl - b.drift(ttl)
 	if v <= 0 {

@@ -46,7 +46,8 @@ type Sentinel struct {
 // StartSentinel starts a master, a replica and three sentinels, and returns
 // once the replica is in sync and every sentinel knows the master, the
 // replica and both other sentinels. opts apply to the master and the
-// replica, not to the sentinels.
+// replica, not to the sentinels. The master is marked fresh (see
+// [FreshMarker]), and the replica copies the mark.
 func StartSentinel(tb testing.TB, opts ...Option) *Sentinel {
 	tb.Helper()
 	var cfg config
@@ -55,6 +56,7 @@ func StartSentinel(tb testing.TB, opts ...Option) *Sentinel {
 	}
 	s := &Sentinel{MasterName: "distlock-master"}
 	s.Master = startRedis(tb, cfg)
+	s.Master.markFresh(tb)
 
 	rcfg := cfg
 	rcfg.extra = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port())}, cfg.extra...)
