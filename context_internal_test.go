@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,14 +13,19 @@ import (
 // package's (memlock cannot be imported here: it imports this package).
 type grantAll struct{}
 
-func (grantAll) Acquire(_ context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (grantAll) Acquire(_ context.Context, req driver.Request) (driver.Grant, error) {
 	return driver.Grant{Acquired: true, Token: 1, ValidFor: req.TTL}, nil
 }
-func (grantAll) Release(context.Context, string, string) error { return nil }
-func (grantAll) Refresh(_ context.Context, _, _ string, ttl time.Duration) (time.Duration, error) {
+func (grantAll) Release(context.Context, driver.Lease) error { return nil }
+func (grantAll) Refresh(_ context.Context, _ driver.Lease, ttl time.Duration) (time.Duration, error) {
 	return ttl, nil
 }
 func (grantAll) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+func (grantAll) Watch(context.Context, string, string) (driver.Watch, error) {
+	return nil, errors.ErrUnsupported
+}
+func (grantAll) Inspect(context.Context, string) (driver.Info, error) { return driver.Info{}, nil }
+func (grantAll) Close() error                                         { return nil }
 
 // TestContextForgetsEndedParents: a context made by Context whose parent
 // ended is no longer kept by the handle, so that a lock held for hours by a

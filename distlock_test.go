@@ -32,7 +32,7 @@ type faulty struct {
 
 func newFaulty() *faulty { return &faulty{Backend: memlock.New()} }
 
-func (f *faulty) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (f *faulty) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	f.mu.Lock()
 	fault, applied := f.acquireFaults > 0, f.applied
 	if fault {
@@ -55,7 +55,7 @@ func (f *faulty) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	return g, err
 }
 
-func (f *faulty) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+func (f *faulty) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	f.mu.Lock()
 	fault, hang := f.refreshFaults > 0, f.refreshHang
 	if fault {
@@ -68,12 +68,12 @@ func (f *faulty) Refresh(ctx context.Context, key, owner string, ttl time.Durati
 	if fault {
 		return 0, errInjected
 	}
-	return f.Backend.Refresh(ctx, key, owner, ttl)
+	return f.Backend.Refresh(ctx, l, ttl)
 }
 
 func held(t *testing.T, b driver.Backend, key string) bool {
 	t.Helper()
-	info, err := b.(driver.Inspector).Inspect(context.Background(), key)
+	info, err := b.Inspect(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,9 @@ func TestTypedNilBackend(t *testing.T) {
 // silentWatcher notifies no one: a waiter relies on RetryAfter alone.
 type silentWatcher struct{ *memlock.Backend }
 
-func (silentWatcher) Watch(context.Context, string) (driver.Watch, error) { return silentWatch{}, nil }
+func (silentWatcher) Watch(context.Context, string, string) (driver.Watch, error) {
+	return silentWatch{}, nil
+}
 
 type silentWatch struct{}
 

@@ -32,8 +32,9 @@
 // # Waiting
 //
 // [Mutex.Lock] waits until it holds the lock or its ctx ends; it never gives
-// up on its own. Backends that can (see driver.Waiter) wake a waiter within
-// about one round trip of the release; otherwise it polls with jittered
+// up on its own. Backends that can notify (driver.Capabilities.Notify) wake
+// a waiter within about one round trip of the release, and fair ones wake
+// only the waiter whose turn it is; otherwise it polls with jittered
 // backoff, never sleeping past the holder's remaining lease.
 // [Mutex.TryLock] makes one attempt and returns [ErrNotObtained] if the lock
 // is held.
@@ -46,9 +47,19 @@
 // # Other kinds
 //
 // [Client.Semaphore] bounds concurrency to n holders, each permit a lease
-// of its own; [Client.RWMutex] lets readers share and a writer hold alone.
-// Backends state which kinds they offer (driver.Capabilities); both memlock
-// and redislock offer all of them.
+// of its own; [Client.RWMutex] lets readers share and a writer hold alone;
+// [WithFairness] makes a mutex first-come, first-served. A [Mutex] locked
+// with an [OwnerID] ([WithOwner], [ContextWithOwner]) is re-entrant: the
+// owner may take it again while it holds it, and a held lock can be handed
+// to another process. Backends state what they offer
+// (driver.Capabilities); what they do not fails with an error wrapping
+// errors.ErrUnsupported.
+//
+// # Inspection
+//
+// [Client.Inspect] describes a lock without taking it: held or not, its
+// kind, fencing token, remaining lease, hold count and the holder's
+// metadata. It never shows an owner's token or identity.
 //
 // # Renewal
 //
@@ -70,8 +81,9 @@
 //
 // # Backends
 //
-// A backend implements the single-attempt contract of package driver; retry,
-// waiting and renewal live here, once. Every backend passes the conformance
+// A backend implements the single-attempt contract of package driver, one
+// interface with every method required; retry, waiting, renewal and
+// re-entrancy bookkeeping live here, once. Every backend passes the conformance
 // suite in package distlocktest against a real server. [Open] makes a client
 // from a URL such as "redis://localhost:6379/0" once the backend's package is
 // imported.

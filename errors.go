@@ -26,7 +26,8 @@ var (
 	// ErrLockReleased means the handle was already unlocked.
 	ErrLockReleased = errors.New("distlock: lock released")
 
-	// ErrInvalidKey reports an empty or overlong key.
+	// ErrInvalidKey reports an empty or overlong key, or one the backend
+	// cannot store.
 	ErrInvalidKey = errors.New("distlock: invalid key")
 
 	// ErrInvalidTTL reports a TTL that is not positive or too small to be

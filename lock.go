@@ -18,7 +18,7 @@ import (
 // why. Work done under the lock should stop then: use [Lock.Context].
 type Lock struct {
 	m     *Mutex
-	owner string
+	lease driver.Lease
 	token uint64
 
 	done chan struct{} // closed when the lease ends
@@ -45,10 +45,10 @@ type Lock struct {
 // startLock returns the handle of a fresh grant. It costs no goroutine: one
 // timer wakes it for each renewal and at the deadline. ambiguous reports
 // that an attempt before the grant had an unknown outcome.
-func startLock(m *Mutex, owner string, start time.Time, g driver.Grant, ambiguous bool) *Lock {
+func startLock(m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool) *Lock {
 	l := &Lock{
 		m:     m,
-		owner: owner,
+		lease: lease,
 		token: g.Token,
 		ttl:   m.opts.ttl,
 		done:  make(chan struct{}),
@@ -78,7 +78,8 @@ func (l *Lock) Key() string { return l.m.key }
 // Token returns the fencing token of this holding. It is strictly greater
 // than the token of every earlier holding of the same key, so a resource
 // that remembers the highest token it has seen can reject writes from a
-// holder whose lease has ended (see package fence).
+// holder whose lease has ended (see package fence). The holds of one
+// re-entrant lease share their token (see [OwnerID]).
 func (l *Lock) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: on Unlock,
@@ -167,7 +168,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // claimed the renewal slot (l.renewal); renew frees it.
 func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	valid, err := l.m.refresh(ctx, l.owner, ttl)
+	valid, err := l.m.c.backend.Refresh(ctx, l.lease, ttl)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -240,7 +241,9 @@ func (l *Lock) ended(now time.Time) error {
 // already ended, and [ErrLockReleased] on a second call. It never deletes a
 // lock that another holder took over. If ctx is already done, Unlock still
 // releases, detached from ctx and bounded by [WithReleaseTimeout]. If the
-// backend cannot be reached the lock expires on its own after its TTL.
+// backend cannot be reached the lock expires on its own after its TTL. The
+// hold of a re-entrant lock releases only itself: the lock stays held while
+// the owner has other holds (see [OwnerID]).
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -266,7 +269,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.opts.releaseTimeout)
 			defer cancel()
 		}
-		err = l.m.release(ctx, l.owner)
+		err = l.m.c.backend.Release(ctx, l.lease)
 	}
 	l.mu.Lock()
 	l.end(ErrLockReleased)

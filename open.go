@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"slices"
 	"strings"
@@ -15,7 +14,7 @@ import (
 
 // An Opener makes a backend from a URL whose scheme it was registered for.
 // It returns an error wrapping [ErrInvalidURL] when the URL lacks what it
-// needs. A backend that holds resources implements io.Closer.
+// needs. [Client.Close] closes the backend it returns.
 type Opener func(ctx context.Context, u *url.URL) (driver.Backend, error)
 
 var registry struct {
@@ -81,20 +80,3 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	c.owned = true
 	return c, nil
 }
-
-// Close releases the backend's resources if the client was made by [Open].
-// A Client made with [New] leaves its backend to the caller, and Close does
-// nothing. Locks still held are not released: unlock them first.
-func (c *Client) Close() error {
-	if !c.owned {
-		return nil
-	}
-	if cl, ok := c.backend.(io.Closer); ok {
-		return cl.Close()
-	}
-	return nil
-}
-
-// Backend returns the backend the client takes locks from, for optional
-// capabilities such as driver.Inspector.
-func (c *Client) Backend() driver.Backend { return c.backend }

@@ -9,6 +9,29 @@ import (
 	"time"
 )
 
+// Defaults and limits of the options.
+const (
+	// DefaultTTL is the lease length when no [WithTTL] is given.
+	DefaultTTL = 30 * time.Second
+
+	// MinTTL is the shortest accepted lease: below it a renewal cannot
+	// reliably complete before the lease ends.
+	MinTTL = 10 * time.Millisecond
+
+	// DefaultReleaseTimeout bounds an Unlock whose context is already done.
+	DefaultReleaseTimeout = 5 * time.Second
+
+	// MaxKeyLen is the longest accepted key, in bytes.
+	MaxKeyLen = 1024
+)
+
+// defaultSafetyPoll bounds the sleep of a notified waiter, in case a
+// notification is lost (a reconnect, a missed message).
+const defaultSafetyPoll = time.Second
+
+// defaultBackoff polls from 1ms up to 250ms when the backend cannot notify.
+var defaultBackoff = ExponentialBackoff(time.Millisecond, 250*time.Millisecond)
+
 // An Option configures a [Client] (as the default for all its locks) or one
 // [Mutex]. Options given to [Client.Mutex] override the client's.
 type Option func(*options)
@@ -22,7 +45,8 @@ type options struct {
 	releaseTimeout  time.Duration
 	meta            map[string]string
 	fair            bool
-	err             error // first invalid option, reported by Lock and TryLock
+	owner           OwnerID // re-entrant identity of a Mutex; zero: none
+	err             error   // first invalid option, reported by Lock and TryLock
 }
 
 func defaultOptions() options {
@@ -124,6 +148,21 @@ func WithFairness() Option {
 	return func(o *options) { o.fair = true }
 }
 
+// WithOwner makes a [Mutex] re-entrant for id: see [OwnerID]. It takes
+// precedence over an identity carried by the context. Given to an
+// [RWMutex] or a [Semaphore], or on a backend without re-entrant locks, it
+// makes locking fail with an error wrapping errors.ErrUnsupported; a zero
+// id makes it fail with [ErrInvalidArgument].
+func WithOwner(id OwnerID) Option {
+	return func(o *options) {
+		if id.IsZero() {
+			o.invalid("zero OwnerID")
+			return
+		}
+		o.owner = id
+	}
+}
+
 // WithMetadata adds descriptive fields stored with the lock by backends that
 // can (inspection tools show them). "host" and "pid" are set by default.
 func WithMetadata(kv map[string]string) Option {
@@ -147,13 +186,20 @@ func (o *options) validate(key string) error {
 	if o.err != nil {
 		return o.err
 	}
+	if err := validKey(key); err != nil {
+		return err
+	}
+	return validTTL(o.ttl, o)
+}
+
+func validKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
 	}
-	return validTTL(o.ttl, o)
+	return nil
 }
 
 func validTTL(ttl time.Duration, o *options) error {

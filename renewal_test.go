@@ -21,7 +21,7 @@ type intercept struct {
 	validFor func(ttl time.Duration) time.Duration // the validity the backend reports, if set
 }
 
-func (b *intercept) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (b *intercept) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	g, err := b.Backend.Acquire(ctx, req)
 	if g.Acquired && b.validFor != nil {
 		g.ValidFor = b.validFor(req.TTL)
@@ -29,9 +29,9 @@ func (b *intercept) Acquire(ctx context.Context, req driver.AcquireRequest) (dri
 	return g, err
 }
 
-func (b *intercept) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+func (b *intercept) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	send := func(ctx context.Context) (time.Duration, error) {
-		valid, err := b.Backend.Refresh(ctx, key, owner, ttl)
+		valid, err := b.Backend.Refresh(ctx, l, ttl)
 		if err == nil && b.validFor != nil {
 			valid = b.validFor(ttl)
 		}

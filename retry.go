@@ -55,26 +55,3 @@ func jitter(d time.Duration) time.Duration {
 	half := d / 2
 	return half + rand.N(d-half+1)
 }
-
-// Default waiting policy.
-const (
-	// DefaultTTL is the lease length when no [WithTTL] is given.
-	DefaultTTL = 30 * time.Second
-
-	// MinTTL is the shortest accepted lease: below it a renewal cannot
-	// reliably complete before the lease ends.
-	MinTTL = 10 * time.Millisecond
-
-	// DefaultReleaseTimeout bounds an Unlock whose context is already done.
-	DefaultReleaseTimeout = 5 * time.Second
-
-	// MaxKeyLen is the longest accepted key, in bytes.
-	MaxKeyLen = 1024
-)
-
-// defaultBackoff polls from 1ms up to 250ms when the backend cannot notify.
-var defaultBackoff = ExponentialBackoff(time.Millisecond, 250*time.Millisecond)
-
-// defaultSafetyPoll bounds the sleep of a notified waiter, in case a
-// notification is lost (a reconnect, a missed message).
-const defaultSafetyPoll = time.Second

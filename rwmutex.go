@@ -1,12 +1,16 @@
 package distlock
 
-import "context"
+import (
+	"context"
+
+	"github.com/distlock-go/distlock/driver"
+)
 
 // RWMutex is a distributed read-write lock: any number of readers share
 // the key, or one writer holds it alone. A writer that waits holds new
 // readers off, so a steady stream of readers cannot starve it. Each
 // holding is a [Lock] with its own lease and fencing token. A key is used
-// either as a Mutex or as an RWMutex.
+// either as a Mutex or as an RWMutex. It is not re-entrant: see [OwnerID].
 type RWMutex struct {
 	w, r *Mutex
 }
@@ -15,9 +19,7 @@ type RWMutex struct {
 // (see driver.Capabilities) make its methods fail with an error wrapping
 // errors.ErrUnsupported.
 func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
-	w, r := c.Mutex(key, opts...), c.Mutex(key, opts...)
-	w.rw, r.rw = writer, reader
-	return &RWMutex{w: w, r: r}
+	return &RWMutex{w: c.lock(key, driver.Write, opts), r: c.lock(key, driver.Read, opts)}
 }
 
 // Key returns the lock's name.

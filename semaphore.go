@@ -1,12 +1,17 @@
 package distlock
 
-import "context"
+import (
+	"context"
+
+	"github.com/distlock-go/distlock/driver"
+)
 
 // Semaphore is a distributed counting semaphore: up to n holders at once,
 // each with a lease of its own, renewed and lost independently, as a
 // [Lock]. Use it to bound concurrency across machines ("at most 3 workers
 // call the payment provider"). A key is used either as a Mutex or as a
-// Semaphore, and every client must give it the same n.
+// Semaphore, and every client must give it the same n. It is not
+// re-entrant: see [OwnerID].
 type Semaphore struct{ m *Mutex }
 
 // Semaphore returns the counting semaphore named key with n permits. Like
@@ -14,10 +19,9 @@ type Semaphore struct{ m *Mutex }
 // (see driver.Capabilities) make Acquire fail with an error wrapping
 // errors.ErrUnsupported; n < 1 makes it fail with [ErrInvalidArgument].
 func (c *Client) Semaphore(key string, n int, opts ...Option) *Semaphore {
-	m := c.Mutex(key, opts...)
-	m.permits = n
+	m := c.lock(key, driver.Permit, opts)
+	m.limit = n
 	if n < 1 {
-		m.permits = 1 // still a semaphore, so the error below is reported
 		m.opts.invalid("semaphore %q with %d permits; want at least 1", key, n)
 	}
 	return &Semaphore{m: m}

@@ -5,25 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// plainOnly hides memlock's optional capabilities.
-type plainOnly struct{ b *memlock.Backend }
+// plainOnly hides memlock's capabilities.
+type plainOnly struct{ *memlock.Backend }
 
-func (p plainOnly) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	return p.b.Acquire(ctx, req)
-}
-func (p plainOnly) Release(ctx context.Context, key, owner string) error {
-	return p.b.Release(ctx, key, owner)
-}
-func (p plainOnly) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	return p.b.Refresh(ctx, key, owner, ttl)
-}
 func (plainOnly) Capabilities() driver.Capabilities { return driver.Capabilities{} }
 
 func TestSemaphoreMisuse(t *testing.T) {

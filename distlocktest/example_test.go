@@ -18,8 +18,8 @@ import (
 func harness() distlocktest.Harness {
 	store := memlock.New()
 	return distlocktest.Harness{
-		NewBackend: func(distlocktest.TB) driver.Backend { return store },
-		Expire:     func(_ distlocktest.TB, key string) { store.Expire(key) },
+		NewBackend: func(testing.TB) driver.Backend { return store },
+		Expire:     func(_ testing.TB, key string) { store.Expire(key) },
 		TTL:        100 * time.Millisecond, // a few times the worst round trip
 	}
 }

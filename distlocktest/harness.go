@@ -5,50 +5,44 @@
 //	func TestConformance(t *testing.T) {
 //		srv := startServer(t)
 //		distlocktest.Run(t, distlocktest.Harness{
-//			NewBackend: func(t distlocktest.TB) driver.Backend { return mybackend.New(srv.Dial(t)) },
-//			Expire:     func(t distlocktest.TB, key string) { srv.Delete(t, key) },
+//			NewBackend: func(t testing.TB) driver.Backend { return mybackend.New(srv.Dial(t)) },
+//			Expire:     func(t testing.TB, key string) { srv.Delete(t, key) },
 //		})
 //	}
 //
-// The suite checks the contract of package driver through the public API of
-// package distlock: mutual exclusion, TryLock, prompt wake-up, cancellation,
-// owner checks, expiry and takeover, renewal, fencing tokens, key
-// independence and input validation. Capabilities a backend claims
-// (driver.Capabilities) are tested too.
+// The suite checks the contract of package driver, through the public API
+// of package distlock where it can and on the driver directly where it must
+// (lost replies, queue order). Every backend is checked for mutual
+// exclusion, TryLock, prompt wake-up, cancellation, owner checks, expiry
+// and takeover, renewal, fencing tokens, idempotent acquire and release,
+// key independence, input validation and inspection. The checks of each
+// capability a backend claims (driver.Capabilities) run too: fair locks
+// (order, no queue jumping, giving up, waking one waiter per release),
+// read-write locks, semaphores and re-entrant locks.
 package distlocktest
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
 )
 
-// TB is the part of testing.TB the suite uses; *testing.T satisfies it.
-type TB interface {
-	Helper()
-	Name() string
-	Logf(format string, args ...any)
-	Errorf(format string, args ...any)
-	Fatalf(format string, args ...any)
-	Cleanup(func())
-	Failed() bool
-}
-
 // Harness connects the suite to the backend under test.
 type Harness struct {
 	// NewBackend returns a client of the backend under test. Every call
 	// should behave like a separate process (its own connection) where the
-	// backend allows; all clients share one server. Close clients with
-	// t.Cleanup. Required.
-	NewBackend func(t TB) driver.Backend
+	// backend allows; all clients share one server. Close what it opens
+	// with t.Cleanup. Required.
+	NewBackend func(t testing.TB) driver.Backend
 
-	// Expire removes the lock on key behind its holder's back, as an
-	// expiry would: the holder is not told and its next renewal must be
-	// refused. Required.
-	Expire func(t TB, key string)
+	// Expire ends every holding of key behind its holders' backs, as an
+	// expiry would: the holders are not told and their next renewal must
+	// be refused. Required.
+	Expire func(t testing.TB, key string)
 
 	// TTL is the short lease the expiry tests use. It should be a few
 	// times the backend's worst round trip. Default 200ms.
@@ -62,11 +56,66 @@ func (h Harness) ttl() time.Duration {
 	return 200 * time.Millisecond
 }
 
+// check is one behaviour of the contract.
+type check struct {
+	name  string
+	needs func(driver.Capabilities) bool // the capability it checks; nil: none
+	run   func(t testing.TB, h Harness)
+}
+
+// Capabilities that checks need.
+var (
+	fair      = func(c driver.Capabilities) bool { return c.Fair }
+	fairWakes = func(c driver.Capabilities) bool { return c.Fair && c.Notify }
+	readWrite = func(c driver.Capabilities) bool { return c.ReadWrite }
+	semaphore = func(c driver.Capabilities) bool { return c.Semaphore }
+	reentrant = func(c driver.Capabilities) bool { return c.Reentrant }
+)
+
+// allChecks lists the suite, by lock kind. Each check bounds its own
+// waiting, so a broken backend makes it fail, never hang.
+func allChecks() []check {
+	var all []check
+	for _, list := range [][]check{coreChecks, inspectChecks, fairChecks, rwChecks, semaphoreChecks, reentrantChecks} {
+		all = append(all, list...)
+	}
+	return all
+}
+
+// Run runs the conformance suite against the backend h describes, each
+// check as a subtest, skipping the checks of capabilities the backend does
+// not claim.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewBackend == nil || h.Expire == nil {
+		t.Fatal("distlocktest: Harness.NewBackend and Harness.Expire are required")
+	}
+	caps := h.NewBackend(t).Capabilities()
+	var skipped []string
+	for _, c := range allChecks() {
+		if c.needs != nil && !c.needs(caps) {
+			skipped = append(skipped, c.name)
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+	}
+	if len(skipped) > 0 {
+		t.Logf("distlocktest: capabilities %+v; not run: %s", caps, strings.Join(skipped, ", "))
+	}
+}
+
 // uniqueKey returns a key no other test (or earlier run against a
 // persistent server) uses.
-func uniqueKey(t TB) string {
+func uniqueKey(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := strings.NewReplacer("/", ":", " ", "_").Replace(t.Name())
 	return "distlocktest:" + name + ":" + hex.EncodeToString(b[:])
+}
+
+// owner returns a fresh owner token, for checks on the driver directly.
+func owner(name string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return name + "-" + hex.EncodeToString(b[:])
 }

@@ -3,6 +3,7 @@ package distlocktest
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,35 +14,58 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// recorder is a TB that records failures instead of reporting them, so the
-// suite can be run against broken backends and must be seen to fail.
+// recorder is a testing.TB that records failures instead of reporting
+// them, so the suite can be run against broken backends and be seen to
+// fail. What it does not override (TempDir, Setenv...) goes to the test
+// that runs it.
 type recorder struct {
-	name     string
+	testing.TB
+	name   string
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu       sync.Mutex
 	failed   bool
 	msgs     []string
 	cleanups []func()
 }
 
-func (r *recorder) Helper()      {}
-func (r *recorder) Name() string { return r.name }
-func (r *recorder) Logf(string, ...any) {
+func newRecorder(t testing.TB, name string) *recorder {
+	r := &recorder{TB: t, name: name}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
 }
-func (r *recorder) Errorf(format string, args ...any) {
+
+func (r *recorder) Helper()                           {}
+func (r *recorder) Name() string                      { return r.name }
+func (r *recorder) Log(...any)                        {}
+func (r *recorder) Logf(string, ...any)               {}
+func (r *recorder) Output() io.Writer                 { return io.Discard }
+func (r *recorder) Context() context.Context          { return r.ctx }
+func (r *recorder) Error(args ...any)                 { r.fail(fmt.Sprint(args...)) }
+func (r *recorder) Errorf(format string, args ...any) { r.fail(fmt.Sprintf(format, args...)) }
+func (r *recorder) Fail()                             { r.fail("Fail") }
+func (r *recorder) FailNow()                          { r.fail("FailNow"); runtime.Goexit() }
+func (r *recorder) Fatal(args ...any)                 { r.Error(args...); runtime.Goexit() }
+func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...); runtime.Goexit() }
+func (r *recorder) Skip(...any)                       { r.SkipNow() }
+func (r *recorder) Skipf(string, ...any)              { r.SkipNow() }
+func (r *recorder) SkipNow()                          { r.fail("a check skipped itself"); runtime.Goexit() }
+func (r *recorder) Skipped() bool                     { return false }
+
+func (r *recorder) fail(msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failed = true
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
+	r.msgs = append(r.msgs, msg)
 }
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
+
 func (r *recorder) Cleanup(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cleanups = append(r.cleanups, f)
 }
+
 func (r *recorder) Failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -49,24 +73,19 @@ func (r *recorder) Failed() bool {
 }
 
 // runCheck runs one check against h with a recorder and returns it.
-func runCheck(name string, c check, h Harness) *recorder {
-	r := &recorder{name: name}
+func runCheck(t testing.TB, name string, c check, h Harness) *recorder {
+	r := newRecorder(t, name)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.run(r, h)
 	}()
 	<-done
+	r.cancel()
 	for _, f := range slices.Backward(r.cleanups) {
 		f()
 	}
 	return r
-}
-
-func allChecks() []check {
-	all := append(checks[:len(checks):len(checks)], fairChecks...)
-	all = append(all, rwChecks...)
-	return append(all, semaphoreChecks...)
 }
 
 func findCheck(t *testing.T, name string) check {
@@ -80,81 +99,91 @@ func findCheck(t *testing.T, name string) check {
 	return check{}
 }
 
-// broken wraps memlock and breaks one rule of the contract.
+// broken wraps memlock and breaks one rule of the contract. It is also
+// the proof that a wrapper embedding a Backend keeps every capability:
+// the reference run below goes through it with nothing overridden.
 type broken struct {
 	*memlock.Backend
-	acquire  func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
-	release  func(b *memlock.Backend, ctx context.Context, key, owner string) error
-	refresh  func(b *memlock.Backend, ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error)
-	watch    func(b *memlock.Backend, ctx context.Context, key string) (driver.Watch, error)
-	leave    func(b *memlock.Backend, ctx context.Context, key, owner string) error
-	permit   func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error)
-	releaseP func(b *memlock.Backend, ctx context.Context, key, owner string) error
-	shared   func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
-	excl     func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error)
+	caps    func(driver.Capabilities) driver.Capabilities
+	acquire func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error)
+	release func(b *broken, ctx context.Context, l driver.Lease) error
+	refresh func(b *broken, ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error)
+	watch   func(b *broken, ctx context.Context, key, owner string) (driver.Watch, error)
+	inspect func(b *broken, ctx context.Context, key string) (driver.Info, error)
+
+	mu       sync.Mutex
+	granted  map[driver.Lease]bool // leases this wrapper saw granted
+	released map[driver.Lease]bool // ... and released
+	holders  map[string][]string   // key -> the owners and identities it granted
 }
 
-func (b *broken) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if b.shared != nil {
-		return b.shared(b.Backend, ctx, req)
+func (b *broken) Capabilities() driver.Capabilities {
+	if b.caps != nil {
+		return b.caps(b.Backend.Capabilities())
 	}
-	return b.Backend.AcquireShared(ctx, req)
+	return b.Backend.Capabilities()
 }
 
-func (b *broken) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if b.excl != nil {
-		return b.excl(b.Backend, ctx, req)
-	}
-	return b.Backend.AcquireExclusive(ctx, req)
-}
-
-func (b *broken) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
-	if b.permit != nil {
-		return b.permit(b.Backend, ctx, req, n)
-	}
-	return b.Backend.AcquirePermit(ctx, req, n)
-}
-
-func (b *broken) ReleasePermit(ctx context.Context, key, owner string) error {
-	if b.releaseP != nil {
-		return b.releaseP(b.Backend, ctx, key, owner)
-	}
-	return b.Backend.ReleasePermit(ctx, key, owner)
-}
-
-func (b *broken) Leave(ctx context.Context, key, owner string) error {
-	if b.leave != nil {
-		return b.leave(b.Backend, ctx, key, owner)
-	}
-	return b.Backend.Leave(ctx, key, owner)
-}
-
-func (b *broken) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (b *broken) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	var (
+		g   driver.Grant
+		err error
+	)
 	if b.acquire != nil {
-		return b.acquire(b.Backend, ctx, req)
+		g, err = b.acquire(b, ctx, req)
+	} else {
+		g, err = b.Backend.Acquire(ctx, req)
 	}
-	return b.Backend.Acquire(ctx, req)
+	if g.Acquired {
+		b.mu.Lock()
+		b.granted[req.Lease] = true
+		b.holders[req.Key] = append(b.holders[req.Key], req.Owner, req.Reentry)
+		b.mu.Unlock()
+	}
+	return g, err
 }
 
-func (b *broken) Release(ctx context.Context, key, owner string) error {
+func (b *broken) Release(ctx context.Context, l driver.Lease) error {
+	var err error
 	if b.release != nil {
-		return b.release(b.Backend, ctx, key, owner)
+		err = b.release(b, ctx, l)
+	} else {
+		err = b.Backend.Release(ctx, l)
 	}
-	return b.Backend.Release(ctx, key, owner)
+	if err == nil {
+		b.mu.Lock()
+		b.released[l] = true
+		b.mu.Unlock()
+	}
+	return err
 }
 
-func (b *broken) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+func (b *broken) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	if b.refresh != nil {
-		return b.refresh(b.Backend, ctx, key, owner, ttl)
+		return b.refresh(b, ctx, l, ttl)
 	}
-	return b.Backend.Refresh(ctx, key, owner, ttl)
+	return b.Backend.Refresh(ctx, l, ttl)
 }
 
-func (b *broken) Watch(ctx context.Context, key string) (driver.Watch, error) {
+func (b *broken) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
 	if b.watch != nil {
-		return b.watch(b.Backend, ctx, key)
+		return b.watch(b, ctx, key, owner)
 	}
-	return b.Backend.Watch(ctx, key)
+	return b.Backend.Watch(ctx, key, owner)
+}
+
+func (b *broken) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if b.inspect != nil {
+		return b.inspect(b, ctx, key)
+	}
+	return b.Backend.Inspect(ctx, key)
+}
+
+// seen reports whether the wrapper granted l, or released it.
+func (b *broken) seen(l driver.Lease) (granted, released bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.granted[l], b.released[l]
 }
 
 // silentWatch never fires.
@@ -163,13 +192,49 @@ type silentWatch struct{ c chan struct{} }
 func (w silentWatch) C() <-chan struct{} { return w.c }
 func (w silentWatch) Close() error       { return nil }
 
-// TestSuiteDetectsBrokenBackends proves the suite can fail: each broken
-// backend violates one rule, and the checks named for it must report it.
-func TestSuiteDetectsBrokenBackends(t *testing.T) {
-	// The inner memlock is replaced per case so that "holder" state of one
-	// broken rule does not leak into the next.
-	var fences sync.Map // key -> owner, for the forgetful release
-	cases := []struct {
+// apart moves the holdings of kind to keys of their own, so that they no
+// longer see the other kinds on the same key.
+func apart(kind driver.Kind) *broken {
+	move := func(l driver.Lease) driver.Lease {
+		if l.Kind == kind {
+			l.Key += "\x00apart"
+		}
+		return l
+	}
+	return &broken{
+		acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+			req.Lease = move(req.Lease)
+			return b.Backend.Acquire(ctx, req)
+		},
+		release: func(b *broken, ctx context.Context, l driver.Lease) error {
+			return b.Backend.Release(ctx, move(l))
+		},
+		refresh: func(b *broken, ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+			return b.Backend.Refresh(ctx, move(l), ttl)
+		},
+	}
+}
+
+// alterInfo returns a backend whose Inspect reports what f makes of the
+// true answer for a held key.
+func alterInfo(f func(*driver.Info)) *broken {
+	return &broken{inspect: func(b *broken, ctx context.Context, key string) (driver.Info, error) {
+		info, err := b.Backend.Inspect(ctx, key)
+		if info.Held {
+			f(&info)
+		}
+		return info, err
+	}}
+}
+
+// brokenBackends lists backends that each break one rule, and the checks
+// that must notice.
+func brokenBackends() []struct {
+	name   string
+	b      func() *broken
+	checks []string
+} {
+	return []struct {
 		name   string
 		b      func() *broken
 		checks []string
@@ -179,7 +244,7 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 			b: func() *broken {
 				n := uint64(0)
 				var mu sync.Mutex
-				return &broken{acquire: func(_ *memlock.Backend, _ context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+				return &broken{acquire: func(_ *broken, _ context.Context, req driver.Request) (driver.Grant, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					n++
@@ -191,17 +256,17 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 		{
 			name: "release without owner check",
 			b: func() *broken {
-				return &broken{release: func(b *memlock.Backend, ctx context.Context, key, owner string) error {
-					b.Expire(key)
+				return &broken{release: func(b *broken, _ context.Context, l driver.Lease) error {
+					b.Expire(l.Key)
 					return nil
 				}}
 			},
-			checks: []string{"NonHolderCannotReleaseOrRefresh", "ExpiryThenTakeover"},
+			checks: []string{"NonHolderCannotReleaseOrRefresh", "ExpiryThenTakeover", "ReleaseIsIdempotent"},
 		},
 		{
 			name: "refresh without owner check",
 			b: func() *broken {
-				return &broken{refresh: func(_ *memlock.Backend, _ context.Context, _, _ string, ttl time.Duration) (time.Duration, error) {
+				return &broken{refresh: func(_ *broken, _ context.Context, _ driver.Lease, ttl time.Duration) (time.Duration, error) {
 					return ttl, nil
 				}}
 			},
@@ -210,10 +275,10 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 		{
 			name: "no expiry",
 			b: func() *broken {
-				return &broken{acquire: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
 					ttl := req.TTL
 					req.TTL = time.Hour
-					g, err := b.Acquire(ctx, req)
+					g, err := b.Backend.Acquire(ctx, req)
 					if g.Acquired {
 						g.ValidFor = ttl
 					}
@@ -225,8 +290,8 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 		{
 			name: "tokens do not increase",
 			b: func() *broken {
-				return &broken{acquire: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-					g, err := b.Acquire(ctx, req)
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					g, err := b.Backend.Acquire(ctx, req)
 					if g.Acquired {
 						g.Token = 7
 					}
@@ -238,20 +303,32 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 		{
 			name: "acquire not idempotent for its owner",
 			b: func() *broken {
-				return &broken{acquire: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-					if _, seen := fences.LoadOrStore(req.Key+"\x00"+req.Owner, true); seen {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if granted, _ := b.seen(req.Lease); granted {
 						return driver.Grant{RetryAfter: req.TTL}, nil
 					}
-					return b.Acquire(ctx, req)
+					return b.Backend.Acquire(ctx, req)
 				}}
 			},
-			checks: []string{"AcquireIsIdempotent"},
+			checks: []string{"AcquireIsIdempotent", "SemaphoreOwnerChecks", "RWReadersShareWritersExclude", "ReentrantLostReplyAddsNoHold"},
+		},
+		{
+			name: "a repeated release reports ErrNotHeld",
+			b: func() *broken {
+				return &broken{release: func(b *broken, ctx context.Context, l driver.Lease) error {
+					if _, released := b.seen(l); released {
+						return driver.ErrNotHeld
+					}
+					return b.Backend.Release(ctx, l)
+				}}
+			},
+			checks: []string{"ReleaseIsIdempotent", "SemaphoreOwnerChecks", "RWReadersShareWritersExclude", "ReentrantLostReplyAddsNoHold"},
 		},
 		{
 			name: "refresh does not extend",
 			b: func() *broken {
-				return &broken{refresh: func(b *memlock.Backend, ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-					info, err := b.Inspect(ctx, key)
+				return &broken{refresh: func(b *broken, ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+					info, err := b.Backend.Inspect(ctx, l.Key)
 					if err != nil {
 						return 0, err
 					}
@@ -261,41 +338,78 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 					return ttl, nil // claims success, changes nothing
 				}}
 			},
-			checks: []string{"RefreshExtends", "WatchdogKeepsLock"},
+			checks: []string{"RefreshExtends", "WatchdogKeepsLock", "ReentrantRenewalCoversAllHolds"},
 		},
 		{
-			name: "claims notified wait, never notifies",
+			name: "claims Notify, never notifies",
 			b: func() *broken {
-				return &broken{
-					watch: func(*memlock.Backend, context.Context, string) (driver.Watch, error) {
-						return silentWatch{make(chan struct{})}, nil
-					},
-				}
+				return &broken{watch: func(*broken, context.Context, string, string) (driver.Watch, error) {
+					return silentWatch{make(chan struct{})}, nil
+				}}
 			},
-			checks: []string{"LockWakesPromptly"},
+			checks: []string{"LockWakesPromptly", "FairReleaseWakesOnlyTheNext"},
+		},
+		{
+			name: "does not claim Notify, but watches",
+			b: func() *broken {
+				return &broken{caps: func(c driver.Capabilities) driver.Capabilities {
+					c.Notify = false
+					return c
+				}}
+			},
+			checks: []string{"CapabilitiesDeclared"},
 		},
 		{
 			name: "claims fairness, ignores the queue",
 			b: func() *broken {
-				return &broken{acquire: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-					req.Fair, req.Queue = false, 0
-					return b.Acquire(ctx, req)
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Fair {
+						req.Fair, req.Queue = false, 0
+					}
+					return b.Backend.Acquire(ctx, req)
 				}}
 			},
 			checks: []string{"FairOrder", "FairNoQueueJumping"},
 		},
 		{
-			name: "a waiter that gives up keeps its place",
+			name: "a release by an owner that holds nothing keeps its place and claim",
 			b: func() *broken {
-				return &broken{leave: func(*memlock.Backend, context.Context, string, string) error { return nil }}
+				return &broken{release: func(b *broken, ctx context.Context, l driver.Lease) error {
+					if granted, _ := b.seen(l); !granted {
+						return driver.ErrNotHeld
+					}
+					return b.Backend.Release(ctx, l)
+				}}
 			},
-			checks: []string{"FairGiveUpFreesPlace"},
+			checks: []string{"FairGiveUpFreesPlace", "FairNoQueueJumping", "RWWriterGivingUpLetsReadersIn"},
+		},
+		{
+			name: "a fair release wakes every waiter",
+			b: func() *broken {
+				return &broken{watch: func(b *broken, ctx context.Context, key, _ string) (driver.Watch, error) {
+					return b.Backend.Watch(ctx, key, "")
+				}}
+			},
+			checks: []string{"FairReleaseWakesOnlyTheNext"},
+		},
+		{
+			name: "fair waiters are never woken",
+			b: func() *broken {
+				return &broken{watch: func(b *broken, ctx context.Context, key, owner string) (driver.Watch, error) {
+					if owner != "" {
+						return silentWatch{make(chan struct{})}, nil
+					}
+					return b.Backend.Watch(ctx, key, owner)
+				}}
+			},
+			checks: []string{"FairReleaseWakesOnlyTheNext"},
 		},
 		{
 			name: "a semaphore that ignores its count",
 			b: func() *broken {
-				return &broken{permit: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
-					return b.AcquirePermit(ctx, req, n+100)
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					req.Limit += 100
+					return b.Backend.Acquire(ctx, req)
 				}}
 			},
 			checks: []string{"SemaphorePermits", "SemaphoreBoundsConcurrency", "SemaphoreOwnerChecks"},
@@ -303,29 +417,35 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 		{
 			name: "a permit given back by anyone",
 			b: func() *broken {
-				return &broken{releaseP: func(b *memlock.Backend, ctx context.Context, key, owner string) error {
-					b.ExpirePermits(key)
+				return &broken{release: func(b *broken, ctx context.Context, l driver.Lease) error {
+					if l.Kind != driver.Permit {
+						return b.Backend.Release(ctx, l)
+					}
+					b.Expire(l.Key)
 					return nil
 				}}
 			},
 			checks: []string{"SemaphoreOwnerChecks", "SemaphorePermitExpires"},
 		},
 		{
-			name: "a writer that ignores readers",
-			b: func() *broken {
-				return &broken{excl: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-					return b.Acquire(ctx, req)
-				}}
-			},
-			checks: []string{"RWReadersShareWritersExclude"},
+			name:   "a writer that ignores readers",
+			b:      func() *broken { return apart(driver.Write) },
+			checks: []string{"RWReadersShareWritersExclude", "InspectReaders"},
+		},
+		{
+			name:   "readers that ignore writers",
+			b:      func() *broken { return apart(driver.Read) },
+			checks: []string{"RWReadersShareWritersExclude", "RWWaitingWriterHoldsReadersOff", "InspectReaders"},
 		},
 		{
 			name: "read leases that never expire",
 			b: func() *broken {
-				return &broken{shared: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
 					ttl := req.TTL
-					req.TTL = time.Hour
-					g, err := b.AcquireShared(ctx, req)
+					if req.Kind == driver.Read {
+						req.TTL = time.Hour
+					}
+					g, err := b.Backend.Acquire(ctx, req)
 					if g.Acquired {
 						g.ValidFor = ttl
 					}
@@ -335,38 +455,158 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 			checks: []string{"RWReadLeaseExpires"},
 		},
 		{
-			name: "readers that ignore writers",
-			b: func() *broken {
-				return &broken{shared: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-					req.Key += "\x00readers"
-					return b.AcquireShared(ctx, req)
-				}}
-			},
-			checks: []string{"RWReadersShareWritersExclude", "RWWaitingWriterHoldsReadersOff"},
-		},
-		{
 			name: "no writer preference",
 			b: func() *broken {
-				return &broken{excl: func(b *memlock.Backend, ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-					req.Queue = 0
-					return b.AcquireExclusive(ctx, req)
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Kind == driver.Write {
+						req.Queue = 0
+					}
+					return b.Backend.Acquire(ctx, req)
 				}}
 			},
 			checks: []string{"RWWaitingWriterHoldsReadersOff"},
 		},
+		{
+			name: "claims Reentrant, ignores the identity",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					req.Reentry = ""
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"ReentrantNestedHolds", "ReentrantRenewalCoversAllHolds", "ReentrantHoldNeverShortensLease", "ReentrantLostReplyAddsNoHold"},
+		},
+		{
+			name: "a re-entrant lock that lets other identities in",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Reentry != "" {
+						req.Reentry = "everyone"
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"ReentrantNestedHolds"},
+		},
+		{
+			name: "a repeated nested acquisition adds a hold",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if granted, _ := b.seen(req.Lease); granted && req.Reentry != "" {
+						req.Owner += "'" // counted as a new hold, released by no one
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"ReentrantLostReplyAddsNoHold"},
+		},
+		{
+			name: "renewing a lease of several holds renews nothing",
+			b: func() *broken {
+				return &broken{refresh: func(b *broken, ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+					if info, err := b.Backend.Inspect(ctx, l.Key); err == nil && info.Holds > 1 {
+						return ttl, nil
+					}
+					return b.Backend.Refresh(ctx, l, ttl)
+				}}
+			},
+			checks: []string{"ReentrantRenewalCoversAllHolds"},
+		},
+		{
+			name: "a nested hold cuts the lease to its TTL",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					held, _ := b.Backend.Inspect(ctx, req.Key)
+					g, err := b.Backend.Acquire(ctx, req)
+					if g.Acquired && held.Held {
+						time.AfterFunc(req.TTL, func() { b.Expire(req.Key) })
+					}
+					return g, err
+				}}
+			},
+			checks: []string{"ReentrantHoldNeverShortensLease"},
+		},
+		{
+			name: "Inspect shows the holders' secrets",
+			b: func() *broken {
+				return &broken{inspect: func(b *broken, ctx context.Context, key string) (driver.Info, error) {
+					info, err := b.Backend.Inspect(ctx, key)
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					if holders := b.holders[key]; info.Held && len(holders) >= 2 {
+						info.Meta["owner"], info.Meta["reentry"] = holders[len(holders)-2], holders[len(holders)-1]
+					}
+					return info, err
+				}}
+			},
+			checks: []string{"InspectNeverShowsOwners"},
+		},
+		{
+			name: "every key is one lock",
+			b: func() *broken {
+				one := func(l driver.Lease) driver.Lease { l.Key = "one"; return l }
+				return &broken{
+					acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+						req.Lease = one(req.Lease)
+						return b.Backend.Acquire(ctx, req)
+					},
+					release: func(b *broken, ctx context.Context, l driver.Lease) error {
+						return b.Backend.Release(ctx, one(l))
+					},
+				}
+			},
+			checks: []string{"KeysIndependent"},
+		},
+		{
+			name:   "Inspect reports another token",
+			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.Token++ }) },
+			checks: []string{"InspectFreeAndHeld", "InspectReaders", "InspectPermits", "ReentrantNestedHolds"},
+		},
+		{
+			name:   "Inspect reports a longer lease than granted",
+			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.TTL += time.Minute }) },
+			checks: []string{"InspectFreeAndHeld", "InspectReaders", "InspectPermits"},
+		},
+		{
+			name:   "Inspect counts one hold",
+			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.Holds = 1 }) },
+			checks: []string{"InspectReaders", "InspectPermits", "ReentrantNestedHolds", "ReentrantLostReplyAddsNoHold"},
+		},
+		{
+			name:   "Inspect forgets the metadata",
+			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.Meta = nil }) },
+			checks: []string{"InspectFreeAndHeld"},
+		},
+		{
+			name:   "Inspect reports every lock as a mutex",
+			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.Kind = driver.Exclusive }) },
+			checks: []string{"InspectReaders", "InspectPermits"},
+		},
 	}
-	for _, tc := range cases {
+}
+
+// harnessOf returns a harness on b, with a fresh memlock inside, so that
+// one broken rule leaves nothing behind for the next check.
+func harnessOf(b *broken) Harness {
+	b.Backend = memlock.New()
+	b.granted = make(map[driver.Lease]bool)
+	b.released = make(map[driver.Lease]bool)
+	b.holders = make(map[string][]string)
+	return Harness{
+		NewBackend: func(testing.TB) driver.Backend { return b },
+		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
+		TTL:        100 * time.Millisecond,
+	}
+}
+
+// TestSuiteDetectsBrokenBackends proves the suite can fail: each broken
+// backend violates one rule, and the checks named for it must report it.
+func TestSuiteDetectsBrokenBackends(t *testing.T) {
+	for _, tc := range brokenBackends() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			for _, name := range tc.checks {
-				b := tc.b()
-				b.Backend = memlock.New()
-				h := Harness{
-					NewBackend: func(TB) driver.Backend { return b },
-					Expire:     func(_ TB, key string) { b.Expire(key) },
-					TTL:        100 * time.Millisecond,
-				}
-				r := runCheck(t.Name()+"/"+name, findCheck(t, name), h)
+				r := runCheck(t, t.Name()+"/"+name, findCheck(t, name), harnessOf(tc.b()))
 				if !r.Failed() {
 					t.Errorf("check %s passed against a backend with %s; it must fail", name, tc.name)
 				} else {
@@ -378,18 +618,43 @@ func TestSuiteDetectsBrokenBackends(t *testing.T) {
 }
 
 // TestSuitePassesOnReference guards the self-test: with nothing broken,
-// the same runner reports no failure, so the failures above are the
-// backends' and not the runner's.
+// the same runner reports no failure, through the same wrapper (which
+// embeds memlock and so keeps all its capabilities), so the failures above
+// are the backends' and not the runner's.
 func TestSuitePassesOnReference(t *testing.T) {
-	b := memlock.New()
-	h := Harness{
-		NewBackend: func(TB) driver.Backend { return b },
-		Expire:     func(_ TB, key string) { b.Expire(key) },
-		TTL:        100 * time.Millisecond,
+	h := harnessOf(&broken{})
+	if caps := h.NewBackend(t).Capabilities(); caps != memlock.New().Capabilities() {
+		t.Fatalf("the wrapper claims %+v; memlock %+v", caps, memlock.New().Capabilities())
 	}
 	for _, c := range allChecks() {
-		if r := runCheck(t.Name()+"/"+c.name, c, h); r.Failed() {
+		if r := runCheck(t, t.Name()+"/"+c.name, c, h); r.Failed() {
 			t.Errorf("check %s failed on memlock: %v", c.name, r.msgs)
 		}
 	}
+}
+
+// TestEveryCheckCanFail: each check of the suite is shown failing by at
+// least one broken backend.
+func TestEveryCheckCanFail(t *testing.T) {
+	caught := map[string]bool{}
+	for _, tc := range brokenBackends() {
+		for _, name := range tc.checks {
+			caught[name] = true
+		}
+	}
+	for _, c := range allChecks() {
+		if !caught[c.name] && !canFailUntested[c.name] {
+			t.Errorf("no broken backend shows check %s failing", c.name)
+		}
+	}
+}
+
+// canFailUntested are the checks whose failures need a backend the
+// self-test cannot build from memlock: they check the root package's
+// handling more than the backend.
+var canFailUntested = map[string]bool{
+	"CancelWhileWaiting":         true,
+	"UnlockTwice":                true,
+	"UnlockWithCancelledContext": true,
+	"InvalidInput":               true,
 }

@@ -3,18 +3,17 @@
 // goroutines of one process only.
 //
 // It implements the whole driver contract — TTL expiry on the monotonic
-// clock, fencing tokens, notified waiting, inspection — and passes the
-// conformance suite, which makes it the reference backend, the one the
-// examples use, and a fast stand-in for a real backend in unit tests of code
-// that takes locks.
+// clock, fencing tokens, notified waiting that wakes fair waiters in turn,
+// fair locks, read-write locks, semaphores, re-entrant locks, inspection —
+// and passes the conformance suite, which makes it the reference backend,
+// the one the examples use, and a fast stand-in for a real backend in unit
+// tests of code that takes locks.
 package memlock
 
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,37 +29,13 @@ var errNil = fmt.Errorf("memlock: nil *Backend: %w", distlock.ErrInvalidBackend)
 // return an error wrapping distlock.ErrInvalidBackend.
 type Backend struct {
 	mu       sync.Mutex
-	locks    map[string]*entry
+	keys     map[string]*state // keys with holders, waiters or a claim
 	fences   map[string]uint64 // kept after release: tokens never go back
 	watchers map[string]map[*watch]struct{}
-	queues   map[string][]waiter          // fair waiters, first come first
-	permits  map[string]map[string]*entry // semaphores: owner -> permit
-	readers  map[string]map[string]*entry // read-write locks: owner -> read lease
-	writing  map[string]waiter            // read-write locks: the writer waiting
+	receipts receipts
 }
 
-type waiter struct {
-	owner    string
-	deadline time.Time // dropped from the queue unless renewed by then
-}
-
-type entry struct {
-	owner   string
-	token   uint64
-	expires time.Time
-	since   time.Time
-	meta    map[string]string
-	timer   *time.Timer // wakes watchers when the lease runs out
-}
-
-var (
-	_ driver.Backend   = (*Backend)(nil)
-	_ driver.Waiter    = (*Backend)(nil)
-	_ driver.Inspector = (*Backend)(nil)
-	_ driver.Queuer    = (*Backend)(nil)
-	_ driver.Semaphore = (*Backend)(nil)
-	_ driver.RWLocker  = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // New returns an empty store.
 func New() *Backend {
@@ -70,13 +45,9 @@ func New() *Backend {
 }
 
 func (b *Backend) init() {
-	b.locks = make(map[string]*entry)
+	b.keys = make(map[string]*state)
 	b.fences = make(map[string]uint64)
 	b.watchers = make(map[string]map[*watch]struct{})
-	b.queues = make(map[string][]waiter)
-	b.permits = make(map[string]map[string]*entry)
-	b.readers = make(map[string]map[string]*entry)
-	b.writing = make(map[string]waiter)
 }
 
 // lock locks b.mu, after readying a zero Backend. It fails on a nil b.
@@ -85,7 +56,7 @@ func (b *Backend) lock() error {
 		return errNil
 	}
 	b.mu.Lock()
-	if b.locks == nil {
+	if b.keys == nil {
 		b.init()
 	}
 	return nil
@@ -99,222 +70,244 @@ func (b *Backend) start(ctx context.Context) error {
 	return b.lock()
 }
 
-// retryAfter is the Grant.RetryAfter of an attempt refused until t: never
-// zero (which means "unknown" and leaves a waiter to its safety poll), even
-// when t is now or just past.
-func retryAfter(t, now time.Time) time.Duration {
-	return max(t.Sub(now), time.Millisecond)
-}
-
-// Capabilities implements driver.Backend.
+// Capabilities implements driver.Backend: memlock offers everything.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true, ReadWrite: true}
-}
-
-// held returns key's live entry, dropping an expired one. b.mu is held.
-func (b *Backend) held(key string, now time.Time) *entry {
-	e := b.locks[key]
-	if e != nil && !now.Before(e.expires) {
-		e.timer.Stop()
-		delete(b.locks, key)
-		return nil
-	}
-	return e
+	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true, Reentrant: true}
 }
 
 // Acquire implements driver.Backend.
-func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := checkRequest(req); err != nil {
+		return driver.Grant{}, err
+	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
 	defer b.mu.Unlock()
-	return b.acquire(req, time.Now()), nil
-}
-
-// acquire is Acquire with b.mu held.
-func (b *Backend) acquire(req driver.AcquireRequest, now time.Time) driver.Grant {
-	if e := b.held(req.Key, now); e != nil {
-		if e.owner != req.Owner {
-			if req.Fair && req.Queue > 0 {
-				b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
-			}
-			return driver.Grant{RetryAfter: retryAfter(e.expires, now)}
-		}
-		e.extend(now, req.TTL) // a retry of our own attempt
-		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}
+	now := time.Now()
+	s := b.state(req.Key)
+	defer b.settle(req.Key, s, now)
+	s.prune(now)
+	if h := s.holds[req.Owner]; h != nil { // a repeat of a granted attempt
+		s.extend(h, now, req.TTL)
+		return driver.Grant{Acquired: true, Token: h.token, ValidFor: req.TTL}, nil
 	}
-	if req.Fair && !b.mayGo(req.Key, req.Owner, now) {
-		if req.Queue > 0 {
-			b.enqueue(req.Key, req.Owner, now.Add(req.Queue))
-		}
-		// Free, but another waiter's turn: it takes the lock, or its
-		// place lapses (a waiter that vanished) at its deadline.
-		return driver.Grant{RetryAfter: retryAfter(b.queues[req.Key][0].deadline, now)}
+	if until, blocked := s.blocked(req); blocked {
+		s.wait(req, now)
+		return driver.Grant{RetryAfter: max(until.Sub(now), time.Millisecond)}, nil
 	}
-	b.dequeue(req.Key, req.Owner)
+	s.leaveQueue(req.Owner)
+	if s.claim.owner == req.Owner {
+		s.claim = place{}
+	}
+	if len(s.holds) > 0 && req.Kind == driver.Exclusive { // a re-entrant hold: the lease's token, the longer lease
+		var token uint64
+		for _, o := range s.holds {
+			token = o.token
+		}
+		h := &hold{token: token, since: now, meta: req.Meta}
+		s.holds[req.Owner] = h
+		s.extend(h, now, req.TTL)
+		return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL}, nil
+	}
 	b.fences[req.Key]++
-	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta}
-	key := req.Key
-	e.timer = time.AfterFunc(req.TTL, func() { b.expired(key, e) })
-	e.expires = now.Add(req.TTL)
-	b.locks[key] = e
-	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}
+	if len(s.holds) == 0 {
+		s.kind, s.reentry = req.Kind, req.Reentry
+	}
+	s.holds[req.Owner] = &hold{token: b.fences[req.Key], expires: now.Add(req.TTL), since: now, meta: req.Meta}
+	return driver.Grant{Acquired: true, Token: b.fences[req.Key], ValidFor: req.TTL}, nil
 }
 
-func (e *entry) extend(now time.Time, ttl time.Duration) {
-	e.expires = now.Add(ttl)
-	e.timer.Reset(ttl)
-}
-
-// mayGo reports whether owner is first among the live waiters of key (or
-// there are none), dropping waiters whose place lapsed. b.mu is held.
-func (b *Backend) mayGo(key, owner string, now time.Time) bool {
-	q := b.queues[key]
-	for len(q) > 0 && !now.Before(q[0].deadline) {
-		q = q[1:]
-	}
-	b.setQueue(key, q)
-	return len(q) == 0 || q[0].owner == owner
-}
-
-// enqueue adds owner at the back of key's queue, or renews its place.
-func (b *Backend) enqueue(key, owner string, deadline time.Time) {
-	q := b.queues[key]
-	for i := range q {
-		if q[i].owner == owner {
-			q[i].deadline = deadline
-			return
-		}
-	}
-	b.queues[key] = append(q, waiter{owner: owner, deadline: deadline})
-}
-
-// dequeue removes owner from key's queue. It reports whether owner was the
-// first in it.
-func (b *Backend) dequeue(key, owner string) bool {
-	q := b.queues[key]
-	for i := range q {
-		if q[i].owner == owner {
-			b.setQueue(key, append(q[:i:i], q[i+1:]...))
-			return i == 0
-		}
-	}
-	return false
-}
-
-func (b *Backend) setQueue(key string, q []waiter) {
-	if len(q) == 0 {
-		delete(b.queues, key)
-	} else {
-		b.queues[key] = q
-	}
-}
-
-// Leave implements driver.Queuer.
-func (b *Backend) Leave(ctx context.Context, key, owner string) error {
-	if err := b.start(ctx); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	wasFirst := b.dequeue(key, owner)
-	if e := b.held(key, time.Now()); e != nil && e.owner == owner {
-		e.timer.Stop()
-		delete(b.locks, key)
-		wasFirst = true
-	}
-	if wasFirst { // the next waiter may go now
-		b.notify(key)
+// checkRequest rejects requests no caller following the contract sends.
+func checkRequest(req driver.Request) error {
+	switch {
+	case req.TTL <= 0:
+		return fmt.Errorf("memlock: TTL %v is not positive", req.TTL)
+	case req.Kind > driver.Permit:
+		return fmt.Errorf("memlock: unknown lock kind %d", req.Kind)
+	case req.Kind == driver.Permit && req.Limit < 1:
+		return fmt.Errorf("memlock: a semaphore of %d permits", req.Limit)
 	}
 	return nil
-}
-
-// expired runs when a lease's timer fires: the waiters may now take it.
-func (b *Backend) expired(key string, e *entry) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.locks[key] == e && !time.Now().Before(e.expires) {
-		delete(b.locks, key)
-		b.notify(key)
-	}
 }
 
 // Release implements driver.Backend.
-func (b *Backend) Release(ctx context.Context, key, owner string) error {
+func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.start(ctx); err != nil {
 		return err
 	}
 	defer b.mu.Unlock()
-	if w, ok := b.writing[key]; ok && w.owner == owner { // a writer gave up waiting
-		delete(b.writing, key)
-		b.notify(key)
+	now := time.Now()
+	s := b.keys[l.Key]
+	if s == nil {
+		return b.notHeld(l, now)
 	}
-	e := b.held(key, time.Now())
-	if e == nil || e.owner != owner {
-		return driver.ErrNotHeld
+	defer b.settle(l.Key, s, now)
+	s.prune(now)
+	wake := s.leaveQueue(l.Owner)
+	if s.claim.owner == l.Owner { // a writer gave up waiting
+		s.claim, wake = place{}, true
 	}
-	e.timer.Stop()
-	delete(b.locks, key)
-	b.notify(key)
+	if _, held := s.holds[l.Owner]; !held {
+		s.wake = s.wake || wake
+		return b.notHeld(l, now)
+	}
+	delete(s.holds, l.Owner)
+	b.receipts.add(l, now)
+	// Waiters can enter when the lease set is empty, or has a free permit.
+	s.wake = s.wake || wake || len(s.holds) == 0 || s.kind == driver.Permit
 	return nil
 }
 
+// notHeld is Release's answer for an owner without a holding: nil if it
+// is a repeat of a release of this owner's, else ErrNotHeld.
+func (b *Backend) notHeld(l driver.Lease, now time.Time) error {
+	if b.receipts.has(l, now) {
+		return nil
+	}
+	return driver.ErrNotHeld
+}
+
 // Refresh implements driver.Backend.
-func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("memlock: TTL %v is not positive", ttl)
+	}
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
 	defer b.mu.Unlock()
 	now := time.Now()
-	e := b.held(key, now)
-	if e == nil || e.owner != owner {
+	s := b.keys[l.Key]
+	if s == nil {
 		return 0, driver.ErrNotHeld
 	}
-	e.extend(now, ttl)
+	defer b.settle(l.Key, s, now)
+	s.prune(now)
+	h := s.holds[l.Owner]
+	if h == nil {
+		return 0, driver.ErrNotHeld
+	}
+	s.extend(h, now, ttl)
 	return ttl, nil
 }
 
-// Inspect implements driver.Inspector.
+// Inspect implements driver.Backend.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := b.start(ctx); err != nil {
 		return driver.Info{}, err
 	}
 	defer b.mu.Unlock()
-	now := time.Now()
 	info := driver.Info{Token: b.fences[key]}
-	if e := b.held(key, now); e != nil {
-		info.Held = true
-		info.TTL = e.expires.Sub(now)
-		info.Meta = maps.Clone(e.meta)
-		if info.Meta == nil {
-			info.Meta = make(map[string]string, 1)
-		}
-		info.Meta["since"] = strconv.FormatInt(e.since.UnixMilli(), 10)
+	s := b.keys[key]
+	if s == nil {
+		return info, nil
+	}
+	now := time.Now()
+	defer b.settle(key, s, now)
+	s.prune(now)
+	if len(s.holds) > 0 {
+		info = s.info(now)
 	}
 	return info, nil
 }
 
-// Expire ends key's lease at once, as if its TTL had run out: the holder is
-// not told, and its next renewal is refused. It exists for tests of code
-// that must survive losing a lock.
+// Expire ends every holding of key at once (the lock, its readers or its
+// permits), as if their TTL had run out: the holders are not told, and
+// their next renewal is refused. It exists for tests of code that must
+// survive losing a lock.
 func (b *Backend) Expire(key string) {
 	if b.lock() != nil {
 		return
 	}
 	defer b.mu.Unlock()
-	if e := b.locks[key]; e != nil {
-		e.timer.Stop()
-		delete(b.locks, key)
-		b.notify(key)
+	if s := b.keys[key]; s != nil && len(s.holds) > 0 {
+		clear(s.holds)
+		s.wake = true
+		b.settle(key, s, time.Now())
 	}
 }
 
-// Watch implements driver.Waiter.
-func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
+// Close implements driver.Backend. A Backend holds nothing to free.
+func (b *Backend) Close() error {
+	if b == nil {
+		return errNil
+	}
+	return nil
+}
+
+// state returns key's state, made if it has none. b.mu is held.
+func (b *Backend) state(key string) *state {
+	s := b.keys[key]
+	if s == nil {
+		s = &state{holds: make(map[string]*hold)}
+		b.keys[key] = s
+	}
+	return s
+}
+
+// settle ends every call that looked at s: it drops what lapsed by now,
+// wakes the waiters if something freed, sets the timer for the next lapse
+// and forgets s when it is empty. b.mu is held.
+func (b *Backend) settle(key string, s *state, now time.Time) {
+	s.prune(now)
+	if s.wake {
+		s.wake = false
+		b.notify(key, s)
+	}
+	next := s.nextLapse()
+	if next.IsZero() {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if b.keys[key] == s {
+			delete(b.keys, key)
+		}
+		return
+	}
+	if s.timer == nil {
+		s.timer = time.AfterFunc(next.Sub(now), func() { b.lapse(key, s) })
+	} else {
+		s.timer.Reset(next.Sub(now))
+	}
+}
+
+// lapse runs on s's timer, when a holding, a place in line or a claim
+// may have lapsed.
+func (b *Backend) lapse(key string, s *state) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.keys[key] == s {
+		b.settle(key, s, time.Now())
+	}
+}
+
+// notify wakes the watchers of key: with fair waiters in line, only the
+// first of them (and the watchers that are not in line); else everyone.
+// b.mu is held.
+func (b *Backend) notify(key string, s *state) {
+	turn := ""
+	if len(s.queue) > 0 {
+		turn = s.queue[0].owner
+	}
+	for w := range b.watchers[key] {
+		if turn != "" && w.owner != "" && w.owner != turn {
+			continue
+		}
+		select {
+		case w.c <- struct{}{}:
+		default: // one pending wake-up is enough
+		}
+	}
+}
+
+// Watch implements driver.Backend.
+func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
 	defer b.mu.Unlock()
-	w := &watch{b: b, key: key, c: make(chan struct{}, 1)}
+	w := &watch{b: b, key: key, owner: owner, c: make(chan struct{}, 1)}
 	set := b.watchers[key]
 	if set == nil {
 		set = make(map[*watch]struct{})
@@ -324,21 +317,12 @@ func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
 	return w, nil
 }
 
-// notify wakes every watcher of key. b.mu is held.
-func (b *Backend) notify(key string) {
-	for w := range b.watchers[key] {
-		select {
-		case w.c <- struct{}{}:
-		default: // one pending wake-up is enough
-		}
-	}
-}
-
 type watch struct {
-	b    *Backend
-	key  string
-	c    chan struct{}
-	once sync.Once
+	b     *Backend
+	key   string
+	owner string // a fair waiter's, woken in its turn only; "" for every release
+	c     chan struct{}
+	once  sync.Once
 }
 
 func (w *watch) C() <-chan struct{} { return w.c }
@@ -378,222 +362,4 @@ func init() {
 		}
 		return b, nil
 	})
-}
-
-// livePermits returns key's unexpired permits, dropping the others. b.mu
-// is held.
-func (b *Backend) livePermits(key string, now time.Time) map[string]*entry {
-	ps := b.permits[key]
-	for owner, e := range ps {
-		if !now.Before(e.expires) {
-			e.timer.Stop()
-			delete(ps, owner)
-		}
-	}
-	if len(ps) == 0 {
-		delete(b.permits, key)
-		return nil
-	}
-	return ps
-}
-
-// AcquirePermit implements driver.Semaphore.
-func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
-	if err := b.start(ctx); err != nil {
-		return driver.Grant{}, err
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	ps := b.livePermits(req.Key, now)
-	if e := ps[req.Owner]; e != nil {
-		e.extend(now, req.TTL)
-		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
-	}
-	if len(ps) >= n {
-		var first time.Time
-		for _, e := range ps {
-			if first.IsZero() || e.expires.Before(first) {
-				first = e.expires
-			}
-		}
-		return driver.Grant{RetryAfter: retryAfter(first, now)}, nil
-	}
-	if ps == nil {
-		ps = make(map[string]*entry)
-		b.permits[req.Key] = ps
-	}
-	b.fences[req.Key]++
-	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta, expires: now.Add(req.TTL)}
-	key := req.Key
-	e.timer = time.AfterFunc(req.TTL, func() { b.permitExpired(key, e) })
-	ps[req.Owner] = e
-	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
-}
-
-// permitExpired runs when a permit's timer fires: a waiter may take it.
-func (b *Backend) permitExpired(key string, e *entry) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if ps := b.permits[key]; ps[e.owner] == e && !time.Now().Before(e.expires) {
-		delete(ps, e.owner)
-		b.notify(key)
-	}
-}
-
-// ReleasePermit implements driver.Semaphore.
-func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
-	if err := b.start(ctx); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	e := b.livePermits(key, time.Now())[owner]
-	if e == nil {
-		return driver.ErrNotHeld
-	}
-	e.timer.Stop()
-	delete(b.permits[key], owner)
-	b.notify(key)
-	return nil
-}
-
-// RefreshPermit implements driver.Semaphore.
-func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := b.start(ctx); err != nil {
-		return 0, err
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	e := b.livePermits(key, now)[owner]
-	if e == nil {
-		return 0, driver.ErrNotHeld
-	}
-	e.extend(now, ttl)
-	return ttl, nil
-}
-
-// ExpirePermits ends every permit of the semaphore key at once, as Expire
-// does for a lock.
-func (b *Backend) ExpirePermits(key string) {
-	if b.lock() != nil {
-		return
-	}
-	defer b.mu.Unlock()
-	for _, e := range b.permits[key] {
-		e.timer.Stop()
-	}
-	delete(b.permits, key)
-	b.notify(key)
-}
-
-// liveReaders returns key's unexpired read leases, dropping the others.
-// b.mu is held.
-func (b *Backend) liveReaders(key string, now time.Time) map[string]*entry {
-	rs := b.readers[key]
-	for owner, e := range rs {
-		if !now.Before(e.expires) {
-			e.timer.Stop()
-			delete(rs, owner)
-		}
-	}
-	if len(rs) == 0 {
-		delete(b.readers, key)
-		return nil
-	}
-	return rs
-}
-
-// AcquireExclusive implements driver.RWLocker.
-func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := b.start(ctx); err != nil {
-		return driver.Grant{}, err
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	if rs := b.liveReaders(req.Key, now); len(rs) > 0 {
-		if w, ok := b.writing[req.Key]; req.Queue > 0 && (!ok || w.owner == req.Owner || !now.Before(w.deadline)) {
-			b.writing[req.Key] = waiter{owner: req.Owner, deadline: now.Add(req.Queue)}
-		}
-		var last time.Time
-		for _, r := range rs {
-			if r.expires.After(last) {
-				last = r.expires
-			}
-		}
-		return driver.Grant{RetryAfter: retryAfter(last, now)}, nil
-	}
-	g := b.acquire(driver.AcquireRequest{Key: req.Key, Owner: req.Owner, TTL: req.TTL, Meta: req.Meta}, now)
-	if w, ok := b.writing[req.Key]; ok && w.owner == req.Owner && g.Acquired {
-		delete(b.writing, req.Key)
-	}
-	return g, nil
-}
-
-// AcquireShared implements driver.RWLocker.
-func (b *Backend) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := b.start(ctx); err != nil {
-		return driver.Grant{}, err
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	rs := b.liveReaders(req.Key, now)
-	if e := rs[req.Owner]; e != nil {
-		e.extend(now, req.TTL)
-		return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
-	}
-	if e := b.held(req.Key, now); e != nil {
-		return driver.Grant{RetryAfter: retryAfter(e.expires, now)}, nil
-	}
-	if w, ok := b.writing[req.Key]; ok && now.Before(w.deadline) {
-		return driver.Grant{RetryAfter: retryAfter(w.deadline, now)}, nil
-	}
-	if rs == nil {
-		rs = make(map[string]*entry)
-		b.readers[req.Key] = rs
-	}
-	b.fences[req.Key]++
-	e := &entry{owner: req.Owner, token: b.fences[req.Key], since: now, meta: req.Meta, expires: now.Add(req.TTL)}
-	key := req.Key
-	e.timer = time.AfterFunc(req.TTL, func() { b.readerExpired(key, e) })
-	rs[req.Owner] = e
-	return driver.Grant{Acquired: true, Token: e.token, ValidFor: req.TTL}, nil
-}
-
-func (b *Backend) readerExpired(key string, e *entry) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if rs := b.readers[key]; rs[e.owner] == e && !time.Now().Before(e.expires) {
-		delete(rs, e.owner)
-		b.notify(key)
-	}
-}
-
-// ReleaseShared implements driver.RWLocker.
-func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
-	if err := b.start(ctx); err != nil {
-		return err
-	}
-	defer b.mu.Unlock()
-	e := b.liveReaders(key, time.Now())[owner]
-	if e == nil {
-		return driver.ErrNotHeld
-	}
-	e.timer.Stop()
-	delete(b.readers[key], owner)
-	b.notify(key)
-	return nil
-}
-
-// RefreshShared implements driver.RWLocker.
-func (b *Backend) RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := b.start(ctx); err != nil {
-		return 0, err
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	e := b.liveReaders(key, now)[owner]
-	if e == nil {
-		return 0, driver.ErrNotHeld
-	}
-	e.extend(now, ttl)
-	return ttl, nil
 }

@@ -193,7 +193,7 @@ func TestMisconfiguredURL(t *testing.T) {
 func TestWatchPaused(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	b := newBackend(t, newClient(t, srv.Addr()))
-	w, err := b.Watch(context.Background(), t.Name()+"-before")
+	w, err := b.Watch(context.Background(), t.Name()+"-before", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestWatchPaused(t *testing.T) {
 	srv.Pause(t)
 	defer srv.Resume(t)
 	bounded(t, "Watch", 500*time.Millisecond, "no reply", func(ctx context.Context) error {
-		w, err := b.Watch(ctx, t.Name())
+		w, err := b.Watch(ctx, t.Name(), "")
 		if err == nil {
 			w.Close()
 		}

@@ -17,12 +17,15 @@
 //     recognised instead of waiting for its own lock to expire. Otherwise the
 //     holder's remaining TTL comes back as the retry hint.
 //   - Release: compare the owner and DEL, then PUBLISH on the lock's channel.
-//     The release also leaves a receipt (owner and call id, PX 10s) so that
-//     the same call, sent again because its reply was lost, reports the
-//     release it made instead of a lock it no longer finds. A receipt is one
-//     key per lock, overwritten by the next release, so a repeat that comes
-//     after another holder's full acquire-and-release (within the few
-//     milliseconds a repeat takes) still reports the lock lost.
+//     The release also leaves a receipt (the owner, PX 10s) so that a
+//     release sent again because its reply was lost reports the release it
+//     made instead of a lock it no longer finds; an owner token names one
+//     holding, so any release of it within 10s is such a repeat. A receipt
+//     is one key per lock, overwritten by the next release, so a repeat
+//     that comes after another holder's full acquire-and-release (within
+//     the few milliseconds a repeat takes) still reports the lock lost. An
+//     owner that held nothing is taken out of the fair queue instead (a
+//     waiter giving up), in a second script.
 //   - Refresh: compare the owner and PEXPIRE.
 //
 // Scripts run by EVALSHA and are loaded again on NOSCRIPT. The lock key, its
@@ -53,9 +56,21 @@
 // expiry, with their fencing tokens in a hash beside it (same hash slot).
 // Taking, giving back and renewing a permit is one script each; expired
 // permits are dropped by the next script that looks, and a release wakes
-// waiters as for a lock. A permit's release leaves a receipt per call (a
+// waiters as for a lock. A permit's release leaves a receipt per owner (a
 // sorted set beside the permits, entries kept 10s), so that, as for a
 // lock, a release sent again after a lost reply reports what it did.
+//
+// # Re-entrant locks
+//
+// Not offered: a lock taken with a distlock.OwnerID fails with an error
+// wrapping errors.ErrUnsupported.
+//
+// # Inspection
+//
+// Inspect reads the lock, then the readers and permits if the lock key is
+// free, and warns when the server's maxmemory-policy lets it evict keys
+// (every policy but noeviction, once maxmemory is set): an evicted lock key
+// lets a second holder in. Servers that refuse CONFIG GET get no warning.
 //
 // # Read-write locks
 //

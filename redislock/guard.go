@@ -80,9 +80,10 @@ func (b *Backend) guardWarning(ctx context.Context, k redisnode.Keys) string {
 	return redisnode.GuardWarning(wait, g.MaxTTL)
 }
 
-// refreshReplicated extends owner's lease and waits, on the same
-// connection, until b.replicas replicas have the extension.
-func (b *Backend) refreshReplicated(ctx context.Context, k redisnode.Keys, owner string, ttl time.Duration) (bool, error) {
+// refreshReplicated extends owner's lease on the master of b.rdb and waits,
+// on the same connection, until b.replicas replicas have the extension. It
+// has the signature of redisnode.Refresh; the client it is given is b.rdb.
+func (b *Backend) refreshReplicated(ctx context.Context, _ redis.Scripter, k redisnode.Keys, owner string, ttl time.Duration) (bool, error) {
 	held, acked, err := redisnode.RefreshWait(ctx, b.rdb, k, owner, ttl, b.replicas, b.waitFor)
 	switch {
 	case !held:

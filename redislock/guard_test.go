@@ -2,10 +2,13 @@ package redislock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
 )
@@ -28,3 +31,8 @@ func startCluster(t testing.TB) *testserver.Cluster {
 	declareFresh(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true}))
 	return cl
 }
+
+func fenceKey(key string) string { return redisnode.KeysFor(redislock.DefaultPrefix, key).Fence }
+
+// warnings joins the warnings of info, one per line.
+func warnings(info driver.Info) string { return strings.Join(info.Warnings, "\n") }

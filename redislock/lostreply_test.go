@@ -150,7 +150,7 @@ func TestLostReplyResent(t *testing.T) {
 			t.Fatalf("%s: the reply was not dropped: the fault was not injected", what)
 		}
 	}
-	req := driver.AcquireRequest{Key: key, Owner: "owner", TTL: time.Minute, Fair: true, Queue: time.Minute}
+	req := driver.Request{Lease: driver.Lease{Key: key, Owner: "owner"}, TTL: time.Minute, Fair: true, Queue: time.Minute}
 	lost("Acquire", func() error {
 		g, err := b.Acquire(ctx, req)
 		if err == nil && !g.Acquired {
@@ -158,13 +158,13 @@ func TestLostReplyResent(t *testing.T) {
 		}
 		return err
 	})
-	lost("Refresh", func() error { _, err := b.Refresh(ctx, key, "owner", time.Minute); return err })
-	lost("Release", func() error { return b.Release(ctx, key, "owner") })
+	lost("Refresh", func() error { _, err := b.Refresh(ctx, req.Lease, time.Minute); return err })
+	lost("Release", func() error { return b.Release(ctx, req.Lease) })
 	if g, err := b.Acquire(ctx, req); err != nil || !g.Acquired {
 		t.Fatalf("Acquire after the release: %+v, %v", g, err)
 	}
-	lost("Leave", func() error { return b.Leave(ctx, key, "owner") })
+	lost("Release again", func() error { return b.Release(ctx, req.Lease) })
 	if n, err := newClient(t, srv.Addr()).Exists(ctx, lockKey(key)).Result(); err != nil || n != 0 {
-		t.Errorf("the lock is still there after Leave: %d, %v", n, err)
+		t.Errorf("the lock is still there after the second Release: %d, %v", n, err)
 	}
 }

@@ -37,15 +37,7 @@ type Backend struct {
 	guardOff bool
 }
 
-var (
-	_ driver.Backend    = (*Backend)(nil)
-	_ driver.Waiter     = (*Backend)(nil)
-	_ driver.Inspector  = (*Backend)(nil)
-	_ driver.Queuer     = (*Backend)(nil)
-	_ driver.TurnWaiter = (*Backend)(nil)
-	_ driver.Semaphore  = (*Backend)(nil)
-	_ driver.RWLocker   = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // An Option configures a [Backend].
 type Option func(*Backend)
@@ -107,46 +99,63 @@ func (b *Backend) check(key string) error {
 	return nil
 }
 
-// Capabilities implements driver.Backend: waiters are notified, and fair
-// (first-come, first-served) locks are supported.
+// Capabilities implements driver.Backend: waiters are notified (fair ones
+// in turn), and fair locks, read-write locks and semaphores are offered.
+// Re-entrant locks are not.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true, Fair: true, Semaphore: true, ReadWrite: true}
+	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true}
 }
 
-// Acquire implements driver.Backend in one round trip (two with WithReplicas).
-func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+// Acquire implements driver.Backend in one round trip (two with
+// WithReplicas, which applies to mutexes only).
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := b.check(req.Key); err != nil {
 		return driver.Grant{}, err
+	}
+	if req.Reentry != "" {
+		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks: %w", errors.ErrUnsupported)
 	}
 	if err := b.checkTTL(req.TTL); err != nil {
 		return driver.Grant{}, err
 	}
 	k := b.keys.Get(req.Key)
-	desc := redisnode.Describe(req.Meta)
 	var (
-		token     uint64
-		holderTTL time.Duration
-		err       error
+		token uint64
+		wait  time.Duration
+		err   error
 	)
-	if b.replicas > 0 {
-		token, holderTTL, err = b.acquireReplicated(ctx, k, req, desc)
-	} else if req.Fair {
-		token, holderTTL, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue)
-	} else {
-		token, holderTTL, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
+	switch req.Kind {
+	case driver.Exclusive:
+		desc := redisnode.Describe(req.Meta)
+		switch {
+		case b.replicas > 0:
+			token, wait, err = b.acquireReplicated(ctx, k, req, desc)
+		case req.Fair:
+			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue)
+		default:
+			token, wait, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
+		}
+	case driver.Write:
+		token, wait, err = redisnode.AcquireWrite(ctx, b.rdb, k, req.Owner, req.TTL, redisnode.DescribeWriter(req.Meta), req.Queue)
+	case driver.Read:
+		token, wait, err = redisnode.AcquireRead(ctx, b.rdb, k, req.Owner, req.TTL)
+	case driver.Permit:
+		token, wait, err = redisnode.AcquirePermit(ctx, b.rdb, k, req.Owner, req.TTL, req.Limit)
+	default:
+		return driver.Grant{}, fmt.Errorf("redislock: unknown lock kind %d", req.Kind)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return driver.Grant{}, err
-	}
-	if token == 0 {
-		return driver.Grant{RetryAfter: holderTTL}, nil
+	case token == 0:
+		return driver.Grant{RetryAfter: wait}, nil
 	}
 	return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL - b.drift(req.TTL)}, nil
 }
 
 // acquireReplicated sends the acquire script and WAIT down one connection
 // (WAIT counts the writes of its own connection), to the key's master.
-func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req driver.AcquireRequest, desc string) (uint64, time.Duration, error) {
+func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req driver.Request, desc string) (uint64, time.Duration, error) {
 	var node redis.Cmdable = b.rdb
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
 		m, err := cc.MasterForKey(ctx, k.Lock)
@@ -198,181 +207,106 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 }
 
 // Release implements driver.Backend in one round trip: compare-and-delete
-// and the wake-up of waiters.
-func (b *Backend) Release(ctx context.Context, key, owner string) error {
-	if err := b.check(key); err != nil {
+// and the wake-up of waiters (for a fair waiter that gave up, a second one
+// takes it out of the line).
+func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	if err := b.check(l.Key); err != nil {
 		return err
 	}
-	ok, err := redisnode.Release(ctx, b.rdb, b.keys.Get(key), owner)
-	if err != nil {
-		return err
+	k := b.keys.Get(l.Key)
+	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, redisnode.Release)
+	ok, err := release(ctx, b.rdb, k, l.Owner)
+	if err == nil && !ok && l.Kind == driver.Exclusive {
+		err = redisnode.Leave(ctx, b.rdb, k, l.Owner)
 	}
-	if !ok {
-		return driver.ErrNotHeld
-	}
-	return nil
-}
-
-// Refresh implements driver.Backend: compare-and-PEXPIRE; with
-// WithReplicas, then WAIT, on the same connection.
-func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := b.check(key); err != nil {
-		return 0, err
-	}
-	if err := b.checkTTL(ttl); err != nil {
-		return 0, err
-	}
-	var ok bool
-	var err error
-	if b.replicas > 0 {
-		ok, err = b.refreshReplicated(ctx, b.keys.Get(key), owner, ttl)
-	} else {
-		ok, err = redisnode.Refresh(ctx, b.rdb, b.keys.Get(key), owner, ttl)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, driver.ErrNotHeld
-	}
-	return ttl - b.drift(ttl), nil
-}
-
-// AcquirePermit implements driver.Semaphore in one round trip. WithReplicas
-// does not apply to semaphores.
-func (b *Backend) AcquirePermit(ctx context.Context, req driver.AcquireRequest, n int) (driver.Grant, error) {
-	if err := b.check(req.Key); err != nil {
-		return driver.Grant{}, err
-	}
-	if err := b.checkTTL(req.TTL); err != nil {
-		return driver.Grant{}, err
-	}
-	token, wait, err := redisnode.AcquirePermit(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, n)
-	return b.grant(token, wait, req.TTL, err)
-}
-
-// ReleasePermit implements driver.Semaphore.
-func (b *Backend) ReleasePermit(ctx context.Context, key, owner string) error {
-	if err := b.check(key); err != nil {
-		return err
-	}
-	return notHeld(redisnode.ReleasePermit(ctx, b.rdb, b.keys.Get(key), owner))
-}
-
-// RefreshPermit implements driver.Semaphore.
-func (b *Backend) RefreshPermit(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := b.check(key); err != nil {
-		return 0, err
-	}
-	if err := b.checkTTL(ttl); err != nil {
-		return 0, err
-	}
-	if err := notHeld(redisnode.RefreshPermit(ctx, b.rdb, b.keys.Get(key), owner, ttl)); err != nil {
-		return 0, err
-	}
-	return ttl - b.drift(ttl), nil
-}
-
-// AcquireExclusive implements driver.RWLocker: a writer, in one round trip.
-func (b *Backend) AcquireExclusive(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := b.check(req.Key); err != nil {
-		return driver.Grant{}, err
-	}
-	if err := b.checkTTL(req.TTL); err != nil {
-		return driver.Grant{}, err
-	}
-	token, wait, err := redisnode.AcquireWrite(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)
-	return b.grant(token, wait, req.TTL, err)
-}
-
-// AcquireShared implements driver.RWLocker: a reader, in one round trip.
-func (b *Backend) AcquireShared(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
-	if err := b.check(req.Key); err != nil {
-		return driver.Grant{}, err
-	}
-	if err := b.checkTTL(req.TTL); err != nil {
-		return driver.Grant{}, err
-	}
-	token, wait, err := redisnode.AcquireRead(ctx, b.rdb, b.keys.Get(req.Key), req.Owner, req.TTL)
-	return b.grant(token, wait, req.TTL, err)
-}
-
-// ReleaseShared implements driver.RWLocker.
-func (b *Backend) ReleaseShared(ctx context.Context, key, owner string) error {
-	if err := b.check(key); err != nil {
-		return err
-	}
-	return notHeld(redisnode.ReleaseRead(ctx, b.rdb, b.keys.Get(key), owner))
-}
-
-// RefreshShared implements driver.RWLocker.
-func (b *Backend) RefreshShared(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
-	if err := b.check(key); err != nil {
-		return 0, err
-	}
-	if err := b.checkTTL(ttl); err != nil {
-		return 0, err
-	}
-	if err := notHeld(redisnode.RefreshRead(ctx, b.rdb, b.keys.Get(key), owner, ttl)); err != nil {
-		return 0, err
-	}
-	return ttl - b.drift(ttl), nil
-}
-
-// grant turns a script's outcome into a driver.Grant.
-func (b *Backend) grant(token uint64, wait, ttl time.Duration, err error) (driver.Grant, error) {
-	switch {
-	case err != nil:
-		return driver.Grant{}, err
-	case token == 0:
-		return driver.Grant{RetryAfter: wait}, nil
-	}
-	return driver.Grant{Acquired: true, Token: token, ValidFor: ttl - b.drift(ttl)}, nil
-}
-
-// notHeld maps a script's "owner did not hold it" to driver.ErrNotHeld.
-func notHeld(ok bool, err error) error {
 	if err == nil && !ok {
 		return driver.ErrNotHeld
 	}
 	return err
 }
 
-// Leave implements driver.Queuer.
-func (b *Backend) Leave(ctx context.Context, key, owner string) error {
-	if err := b.check(key); err != nil {
-		return err
+// Refresh implements driver.Backend: compare-and-extend, in one round trip
+// (with WithReplicas, a mutex's renewal then waits for the replicas, as its
+// acquisition does).
+func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	if err := b.check(l.Key); err != nil {
+		return 0, err
 	}
-	return redisnode.Leave(ctx, b.rdb, b.keys.Get(key), owner)
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
+	}
+	refresh := byKind(l.Kind, redisnode.RefreshRead, redisnode.RefreshPermit, redisnode.Refresh)
+	if b.replicas > 0 && l.Kind == driver.Exclusive {
+		refresh = b.refreshReplicated
+	}
+	ok, err := refresh(ctx, b.rdb, b.keys.Get(l.Key), l.Owner, ttl)
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return 0, driver.ErrNotHeld
+	}
+	return ttl - b.drift(ttl), nil
 }
 
-// Watch implements driver.Waiter over the client's shared subscription.
-func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
+// byKind returns the operation on a reader, on a permit, or on the lock,
+// for a lease of kind.
+func byKind[F any](kind driver.Kind, reader, permit, lock F) F {
+	switch kind {
+	case driver.Read:
+		return reader
+	case driver.Permit:
+		return permit
+	}
+	return lock
+}
+
+// Watch implements driver.Backend over the client's shared subscription.
+// A fair waiter's watch (owner not empty) fires only for the releases
+// that make it its turn.
+func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
 	if err := b.check(key); err != nil {
 		return nil, err
 	}
-	return b.notify.Watch(ctx, b.keys.Get(key).Channel)
-}
-
-// WatchTurn implements driver.TurnWaiter: a release wakes only the fair
-// waiter whose turn it is.
-func (b *Backend) WatchTurn(ctx context.Context, key, owner string) (driver.Watch, error) {
-	if err := b.check(key); err != nil {
-		return nil, err
+	ch := b.keys.Get(key).Channel
+	if owner == "" {
+		return b.notify.Watch(ctx, ch)
 	}
-	return b.notify.WatchFor(ctx, b.keys.Get(key).Channel, owner)
+	return b.notify.WatchFor(ctx, ch, owner)
 }
 
-// Inspect implements driver.Inspector.
+// Inspect implements driver.Backend: a mutex or writer in one round trip,
+// readers and permits in a second, and a third for the warnings.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := b.check(key); err != nil {
 		return driver.Info{}, err
 	}
-	st, err := redisnode.Inspect(ctx, b.rdb, b.keys.Get(key))
+	k := b.keys.Get(key)
+	st, err := redisnode.Inspect(ctx, b.rdb, k)
 	if err != nil {
 		return driver.Info{}, err
 	}
-	return driver.Info{Held: st.Held, Token: st.Token, TTL: st.TTL, Meta: st.Meta}, nil
+	info := driver.Info{Held: st.Held, Token: st.Token, TTL: st.TTL, Meta: st.Meta}
+	if st.Held {
+		info.Holds = 1
+		if st.Writer {
+			info.Kind = driver.Write
+		}
+	} else {
+		readers, permits, err := redisnode.InspectLeases(ctx, b.rdb, k)
+		if err != nil {
+			return driver.Info{}, err
+		}
+		for kind, ls := range map[driver.Kind]redisnode.Leases{driver.Read: readers, driver.Permit: permits} {
+			if ls.Count > 0 {
+				info = driver.Info{Held: true, Kind: kind, Token: ls.Newest, TTL: ls.TTL, Holds: ls.Count}
+			}
+		}
+	}
+	if w := redisnode.EvictionRisk(ctx, b.rdb); w != "" {
+		info.Warnings = []string{w}
+	}
+	return info, nil
 }
 
 // Close ends the backend's pub/sub connection, and closes the client too

@@ -42,13 +42,16 @@ func lockKey(key string) string { return redisnode.KeysFor(redislock.DefaultPref
 
 func harness(newRDB func(t testing.TB) redis.UniversalClient, ttl time.Duration) distlocktest.Harness {
 	return distlocktest.Harness{
-		NewBackend: func(t distlocktest.TB) driver.Backend {
-			return newBackend(t.(testing.TB), newRDB(t.(testing.TB)))
+		NewBackend: func(t testing.TB) driver.Backend {
+			return newBackend(t, newRDB(t))
 		},
-		Expire: func(t distlocktest.TB, key string) {
-			rdb := newRDB(t.(testing.TB))
-			if err := rdb.Del(context.Background(), lockKey(key)).Err(); err != nil {
-				t.Fatalf("DEL: %v", err)
+		Expire: func(t testing.TB, key string) {
+			k := redisnode.KeysFor(redislock.DefaultPrefix, key)
+			rdb := newRDB(t)
+			for _, held := range []string{k.Lock, k.Readers, k.RTokens, k.Permits, k.Tokens} {
+				if err := rdb.Del(context.Background(), held).Err(); err != nil {
+					t.Fatalf("DEL: %v", err)
+				}
 			}
 		},
 		TTL: ttl,
@@ -560,9 +563,10 @@ func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	key := t.Name()
+	lease := func(owner string) driver.Lease { return driver.Lease{Key: key, Owner: owner} }
 	acquire := func(owner string) bool {
 		t.Helper()
-		g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: owner, TTL: 10 * time.Second, Fair: true, Queue: 10 * time.Second})
+		g, err := b.Acquire(ctx, driver.Request{Lease: lease(owner), TTL: 10 * time.Second, Fair: true, Queue: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -571,12 +575,12 @@ func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 	if !acquire("holder") || acquire("first") || acquire("second") {
 		t.Fatal("setup: want holder granted, first and second queued")
 	}
-	w1, err := b.WatchTurn(ctx, key, "first")
+	w1, err := b.Watch(ctx, key, "first")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w1.Close()
-	w2, err := b.WatchTurn(ctx, key, "second")
+	w2, err := b.Watch(ctx, key, "second")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +593,7 @@ func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 			return false
 		}
 	}
-	if err := b.Release(ctx, key, "holder"); err != nil {
+	if err := b.Release(ctx, lease("holder")); err != nil {
 		t.Fatal(err)
 	}
 	if !fired(w1, 2*time.Second) {
@@ -598,8 +602,8 @@ func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 	if fired(w2, 200*time.Millisecond) {
 		t.Error("the release woke the second waiter too; want only the one whose turn it is")
 	}
-	if err := b.Leave(ctx, key, "first"); err != nil {
-		t.Fatal(err)
+	if err := b.Release(ctx, lease("first")); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Release by a waiter in line: %v; want ErrNotHeld, and the waiter out of the line", err)
 	}
 	if !fired(w2, 2*time.Second) {
 		t.Fatal("the first waiter gave up, but the second was not woken")

@@ -121,14 +121,14 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		backend := redlock.New(benchClients(b))
 		b.Cleanup(func() { backend.Close() })
 		ctx := context.Background()
-		req := driver.AcquireRequest{Key: "bench", Owner: "owner", TTL: 10 * time.Second}
+		req := driver.Request{Lease: driver.Lease{Key: "bench", Owner: "owner"}, TTL: 10 * time.Second}
 		b.ReportAllocs()
 		for b.Loop() {
 			g, err := backend.Acquire(ctx, req)
 			if err != nil || !g.Acquired {
 				b.Fatal(g, err)
 			}
-			if err := backend.Release(ctx, req.Key, req.Owner); err != nil {
+			if err := backend.Release(ctx, req.Lease); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -66,7 +66,7 @@ func TestValidity(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 
 	acquire := func(key string) (driver.Grant, error) {
-		return b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "owner-" + key, TTL: ttl})
+		return b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "owner-" + key}, TTL: ttl})
 	}
 	g, err := acquire("quick")
 	if err != nil || !g.Acquired || g.ValidFor != budget {
@@ -95,17 +95,17 @@ func TestValidity(t *testing.T) {
 
 	// Refresh: the same budget, counted from the refresh's start.
 	hook.arm(budget)
-	if _, err := b.Refresh(ctx, "quick", "owner-quick", ttl); !errors.Is(err, redlock.ErrValidityExpired) {
+	if _, err := b.Refresh(ctx, driver.Lease{Key: "quick", Owner: "owner-quick"}, ttl); !errors.Is(err, redlock.ErrValidityExpired) {
 		t.Errorf("refresh that took TTL-drift: %v; want ErrValidityExpired", err)
 	}
 	hook.arm(budget - time.Second)
-	if v, err := b.Refresh(ctx, "quick", "owner-quick", ttl); err != nil || v != budget {
+	if v, err := b.Refresh(ctx, driver.Lease{Key: "quick", Owner: "owner-quick"}, ttl); err != nil || v != budget {
 		t.Errorf("refresh that took TTL-drift-1s: %v, %v; want %v", v, err, budget)
 	}
 
 	// The drift allowance is configurable.
 	own := newBackend(t, addrs, redlock.WithDrift(func(ttl time.Duration) time.Duration { return ttl / 4 }))
-	g, err = own.Acquire(ctx, driver.AcquireRequest{Key: "drift", Owner: "o", TTL: ttl})
+	g, err = own.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "drift", Owner: "o"}, TTL: ttl})
 	if err != nil || g.ValidFor != ttl-ttl/4 {
 		t.Errorf("WithDrift(ttl/4): %+v, %v; want ValidFor %v", g, err, ttl-ttl/4)
 	}

@@ -185,7 +185,7 @@ func TestThreeOfFiveKilled(t *testing.T) {
 	// All 5 down: Watch fails (no node could subscribe), naming them.
 	srvs[1].Kill(t)
 	srvs[3].Kill(t)
-	if _, err := b.Watch(context.Background(), t.Name()); err == nil || !strings.Contains(err.Error(), addrs[3]) {
+	if _, err := b.Watch(context.Background(), t.Name(), ""); err == nil || !strings.Contains(err.Error(), addrs[3]) {
 		t.Errorf("Watch with every node down: %v; want an error naming the nodes", err)
 	}
 
@@ -298,7 +298,7 @@ func TestRetryAvoidsPendingRequests(t *testing.T) {
 	ctx := context.Background()
 	key := t.Name()
 	holder := newBackend(t, addrs)
-	if g, err := holder.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "holder", TTL: time.Minute}); err != nil || !g.Acquired {
+	if g, err := holder.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "holder"}, TTL: time.Minute}); err != nil || !g.Acquired {
 		t.Fatalf("holder: %+v, %v", g, err)
 	}
 	// Late EVALSHAs of scripts a node never saw would fail with NOSCRIPT
@@ -310,12 +310,12 @@ func TestRetryAvoidsPendingRequests(t *testing.T) {
 	}
 	srvs[2].Pause(t)
 	b := newBackend(t, addrs, redlock.WithNodeTimeout(time.Second))
-	req := driver.AcquireRequest{Key: key, Owner: "waiter", TTL: time.Minute}
+	req := driver.Request{Lease: driver.Lease{Key: key, Owner: "waiter"}, TTL: time.Minute}
 	g, err := b.Acquire(ctx, req)
 	if err != nil || g.Acquired {
 		t.Fatalf("first attempt: %+v, %v; want not obtained", g, err)
 	}
-	if err := holder.Release(ctx, key, "holder"); err != nil {
+	if err := holder.Release(ctx, driver.Lease{Key: key, Owner: "holder"}); err != nil {
 		t.Fatalf("holder's release: %v", err)
 	}
 	// The second attempt cannot count the paused node: it would wait a node
@@ -331,7 +331,7 @@ func TestRetryAvoidsPendingRequests(t *testing.T) {
 	// re-takes it for the owner.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, err := b.Refresh(ctx, key, req.Owner, time.Minute); err != nil {
+		if _, err := b.Refresh(ctx, driver.Lease{Key: key, Owner: req.Owner}, time.Minute); err != nil {
 			t.Fatalf("Refresh: %v", err)
 		}
 		v, _ := srvs[2].Do(t, "GET", lockKey(key))
@@ -343,7 +343,7 @@ func TestRetryAvoidsPendingRequests(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := b.Release(ctx, key, req.Owner); err != nil {
+	if err := b.Release(ctx, driver.Lease{Key: key, Owner: req.Owner}); err != nil {
 		t.Errorf("Release: %v", err)
 	}
 }
@@ -632,7 +632,7 @@ func TestLateReleaseCannotUndoRetry(t *testing.T) {
 	if _, err := srvs[1].Do(t, "SET", lockKey(key), "other\n1\n0\n", "PX", "500"); err != nil {
 		t.Fatal(err)
 	}
-	req := driver.AcquireRequest{Key: key, Owner: "owner", TTL: time.Minute}
+	req := driver.Request{Lease: driver.Lease{Key: key, Owner: "owner"}, TTL: time.Minute}
 	// Attempt 1: node 2 grants, 0 and 1 refuse; the release sent to node 2
 	// is held back.
 	if g, err := b.Acquire(ctx, req); err != nil || g.Acquired {
@@ -656,7 +656,7 @@ func TestLateReleaseCannotUndoRetry(t *testing.T) {
 	// Once node 1's foreign lock expires, a second client tries.
 	time.Sleep(600 * time.Millisecond)
 	other := newBackend(t, addrs)
-	gy, err2 := other.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "second", TTL: time.Minute})
+	gy, err2 := other.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "second"}, TTL: time.Minute})
 	t.Logf("attempt 2: %+v, %v; second client: %+v, %v", g2, err, gy, err2)
 	if g2.Acquired && gy.Acquired {
 		t.Fatalf("two holders: the owner's retry counted a grant that its own late release deleted")

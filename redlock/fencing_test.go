@@ -193,7 +193,7 @@ func TestFenceNotConfirmed(t *testing.T) {
 	clients[1].AddHook(h)
 	b := redlock.New(clients)
 	t.Cleanup(func() { b.Close() })
-	g, err := b.Acquire(context.Background(), driver.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute})
+	g, err := b.Acquire(context.Background(), driver.Request{Lease: driver.Lease{Key: key, Owner: "o"}, TTL: time.Minute})
 	var qe *redlock.QuorumError
 	if g.Acquired || !errors.As(err, &qe) || qe.Op != "fence" {
 		t.Fatalf("Acquire: %+v, %v; want a fence *QuorumError", g, err)

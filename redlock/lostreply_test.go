@@ -85,7 +85,7 @@ func TestHintAtLeaseEnd(t *testing.T) {
 	ctx := context.Background()
 	for round := range 3 {
 		key := t.Name() + strconv.Itoa(round)
-		g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "holder", TTL: time.Minute})
+		g, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "holder"}, TTL: time.Minute})
 		if err != nil || !g.Acquired {
 			t.Fatalf("holder: %+v, %v", g, err)
 		}
@@ -95,7 +95,7 @@ func TestHintAtLeaseEnd(t *testing.T) {
 		onNodes(t, srvs, "PEXPIREAT", lockKey(key), end)
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "taker", TTL: time.Minute})
+			g, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "taker"}, TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}

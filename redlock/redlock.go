@@ -79,11 +79,7 @@ type node struct {
 	tasks   chan task             // idle workers receive here (see dispatch)
 }
 
-var (
-	_ driver.Backend   = (*Backend)(nil)
-	_ driver.Waiter    = (*Backend)(nil)
-	_ driver.Inspector = (*Backend)(nil)
-)
+var _ driver.Backend = (*Backend)(nil)
 
 // An Option configures a [Backend].
 type Option func(*Backend)
@@ -283,9 +279,11 @@ func (b *Backend) validity(ttl time.Duration) (time.Duration, error) {
 	return v, nil
 }
 
-// Capabilities implements driver.Backend: waiters are notified.
+// Capabilities implements driver.Backend: waiters are notified. Redlock
+// takes mutexes only: not fair, read-write or re-entrant locks, nor
+// semaphores.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{NotifiedWait: true}
+	return driver.Capabilities{Notify: true}
 }
 
 // Acquire implements driver.Backend. It sends the acquire script to every
@@ -303,9 +301,13 @@ func (b *Backend) Capabilities() driver.Capabilities {
 //
 // The fencing token is the largest token of the granting nodes, written back
 // to them first when they disagree; see the package documentation.
-func (b *Backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := b.check(ctx); err != nil {
 		return driver.Grant{}, err
+	}
+	if req.Kind != driver.Exclusive || req.Fair || req.Reentry != "" {
+		return driver.Grant{}, fmt.Errorf("redlock: mutexes only (kind %d, fair %v, re-entrant %v): %w",
+			req.Kind, req.Fair, req.Reentry != "", errors.ErrUnsupported)
 	}
 	validFor, err := b.validity(req.TTL)
 	if err != nil {
@@ -556,10 +558,11 @@ func neverSent(err error) bool {
 // is not this owner's that no quorum can hold it. Nodes that lost the key
 // (a restart, an eviction) while a quorum kept it get it back, with a fresh
 // acquire, so that the lock again tolerates as many failures as it should.
-func (b *Backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	if err := b.check(ctx); err != nil {
 		return 0, err
 	}
+	key, owner := l.Key, l.Owner
 	validFor, err := b.validity(ttl)
 	if err != nil {
 		return 0, err
@@ -626,11 +629,14 @@ func (b *Backend) reseed(ctx context.Context, k redisnode.Keys, owner string, tt
 // waiters, on every master at once. It waits for every node (at most one
 // node timeout), returns nil if a quorum released the lock, a
 // [*QuorumError] if failed nodes leave that unknown, and driver.ErrNotHeld
-// if too few nodes held the lock for this owner to have held it.
-func (b *Backend) Release(ctx context.Context, key, owner string) error {
+// if too few nodes held the lock for this owner to have held it. A release
+// repeated after a lost reply finds the receipts of the first on the nodes
+// and reports it again.
+func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
+	key, owner := l.Key, l.Owner
 	k := b.keys.Get(key)
 	fo := b.fan(ctx, b.releaseTimeout(), b.all, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		ok, err := redisnode.Release(ctx, rdb, k, owner)
@@ -694,10 +700,11 @@ func (b *Backend) quorumError(op, key string, rs []reply) *QuorumError {
 	return e
 }
 
-// Inspect implements driver.Inspector. The lock is held when a quorum of
-// the masters that answered hold it for the same owner; TTL is then how
-// long that quorum lasts (the quorum-th longest TTL among them). Token is
-// the largest token seen. It fails if fewer than a quorum answered.
+// Inspect implements driver.Backend. The lock is held when a quorum of the
+// masters that answered hold it for the same owner; TTL is then how long
+// that quorum lasts (the quorum-th longest TTL among them), and Token the
+// holder's. Otherwise Token is the largest counter seen. It fails if fewer
+// than a quorum answered.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := b.check(ctx); err != nil {
 		return driver.Info{}, err
@@ -741,14 +748,16 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 			continue
 		}
 		ttls := make([]time.Duration, len(held))
+		info.Token = 0
 		for j, i := range held {
 			ttls[j] = states[i].TTL
+			info.Token = max(info.Token, states[i].Token)
 			if info.Meta == nil {
 				info.Meta = states[i].Meta
 			}
 		}
 		sortDesc(ttls)
-		info.Held, info.TTL = true, ttls[b.quorum-1]
+		info.Held, info.Holds, info.TTL = true, 1, ttls[b.quorum-1]
 	}
 	return info, nil
 }

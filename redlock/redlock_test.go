@@ -78,11 +78,11 @@ func onNodes(t testing.TB, srvs []*testserver.Redis, args ...string) []string {
 
 func harness(addrs []string, ttl time.Duration) distlocktest.Harness {
 	return distlocktest.Harness{
-		NewBackend: func(t distlocktest.TB) driver.Backend {
-			return newBackend(t.(testing.TB), addrs)
+		NewBackend: func(t testing.TB) driver.Backend {
+			return newBackend(t, addrs)
 		},
-		Expire: func(t distlocktest.TB, key string) {
-			for _, rdb := range newClients(t.(testing.TB), addrs) {
+		Expire: func(t testing.TB, key string) {
+			for _, rdb := range newClients(t, addrs) {
 				if err := rdb.Del(context.Background(), lockKey(key)).Err(); err != nil {
 					t.Fatalf("DEL: %v", err)
 				}
@@ -171,12 +171,12 @@ func TestInvalidInput(t *testing.T) {
 					t.Errorf("%s: %v; want an error saying %q", op, err, tc.wantMsg)
 				}
 			}
-			_, err := b.Acquire(ctx, driver.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second})
+			_, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second})
 			check("Acquire", err)
-			_, err = b.Refresh(ctx, "k", "o", time.Second)
+			_, err = b.Refresh(ctx, driver.Lease{Key: "k", Owner: "o"}, time.Second)
 			check("Refresh", err)
-			check("Release", b.Release(ctx, "k", "o"))
-			_, err = b.Watch(ctx, "k")
+			check("Release", b.Release(ctx, driver.Lease{Key: "k", Owner: "o"}))
+			_, err = b.Watch(ctx, "k", "")
 			check("Watch", err)
 			_, err = b.Inspect(ctx, "k")
 			check("Inspect", err)
@@ -195,14 +195,14 @@ func TestInvalidInput(t *testing.T) {
 	}
 
 	b := newBackend(t, []string{srv.Addr()}, redlock.WithDrift(func(ttl time.Duration) time.Duration { return ttl }))
-	if _, err := b.Acquire(ctx, driver.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err == nil || !strings.Contains(err.Error(), "drift") {
+	if _, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}); err == nil || !strings.Contains(err.Error(), "drift") {
 		t.Errorf("Acquire with a drift as long as the TTL: %v; want an error about the drift", err)
 	}
-	if _, err := b.Acquire(ctx, driver.AcquireRequest{Key: "k", Owner: "o", TTL: 0}); err == nil {
+	if _, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: 0}); err == nil {
 		t.Errorf("Acquire with TTL 0 succeeded")
 	}
 	//lint:ignore SA1012 a nil context is the misuse under test
-	if _, err := b.Acquire(nil, driver.AcquireRequest{Key: "k", Owner: "o", TTL: time.Second}); err == nil {
+	if _, err := b.Acquire(nil, driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}); err == nil {
 		t.Errorf("Acquire with a nil context succeeded")
 	}
 }
@@ -278,7 +278,7 @@ func TestRefreshNeedsQuorum(t *testing.T) {
 	ctx := context.Background()
 	acquire := func(key string) {
 		t.Helper()
-		if g, err := b.Acquire(ctx, driver.AcquireRequest{Key: key, Owner: "o", TTL: time.Minute}); err != nil || !g.Acquired {
+		if g, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "o"}, TTL: time.Minute}); err != nil || !g.Acquired {
 			t.Fatalf("Acquire: %+v, %v", g, err)
 		}
 	}
@@ -298,7 +298,7 @@ func TestRefreshNeedsQuorum(t *testing.T) {
 	// every node back.
 	var missing []int
 	for range 20 {
-		if _, err := b.Refresh(ctx, "two-lost", "o", time.Minute); err != nil {
+		if _, err := b.Refresh(ctx, driver.Lease{Key: "two-lost", Owner: "o"}, time.Minute); err != nil {
 			t.Fatalf("Refresh with 3 of 5 nodes holding: %v", err)
 		}
 		missing = missing[:0]
@@ -318,10 +318,10 @@ func TestRefreshNeedsQuorum(t *testing.T) {
 
 	acquire("three-lost")
 	lose("three-lost", 1, 2, 4)
-	if _, err := b.Refresh(ctx, "three-lost", "o", time.Minute); !errors.Is(err, driver.ErrNotHeld) {
+	if _, err := b.Refresh(ctx, driver.Lease{Key: "three-lost", Owner: "o"}, time.Minute); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Refresh with 2 of 5 nodes holding: %v; want driver.ErrNotHeld", err)
 	}
-	if err := b.Release(ctx, "three-lost", "o"); !errors.Is(err, driver.ErrNotHeld) {
+	if err := b.Release(ctx, driver.Lease{Key: "three-lost", Owner: "o"}); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Release with 2 of 5 nodes holding: %v; want driver.ErrNotHeld", err)
 	}
 }

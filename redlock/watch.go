@@ -13,7 +13,7 @@ import (
 // confirmed after Watch has returned.
 const subscribeTimeout = 2 * time.Second
 
-// Watch implements driver.Waiter. It subscribes to the key's release channel
+// Watch implements driver.Backend. It subscribes to the key's release channel
 // on every master, over each node's shared pub/sub connection, and fires
 // when any of them fires: a release publishes on every node it reaches, so
 // one live subscription is enough to hear it.
@@ -22,7 +22,7 @@ const subscribeTimeout = 2 * time.Second
 // after the first confirmation: a slow node does not delay the waiter, and
 // its subscription joins the watch when it is confirmed. It fails only if
 // no node could subscribe.
-func (b *Backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
+func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}

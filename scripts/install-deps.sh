@@ -3,7 +3,8 @@
 # tool is there and names each one that is still missing.
 #
 #   scripts/install-deps.sh demo   redis-server: make demo and make bench
-#   scripts/install-deps.sh test   also staticcheck, script and bash: make test
+#   scripts/install-deps.sh test   also staticcheck, script, bash, and PostgreSQL
+#                                  and MariaDB servers (sqllock): make test
 #                                  (the default)
 #
 # Server packages come from apt-get when run as root on Debian or Ubuntu;
@@ -20,7 +21,7 @@ what="${1:-test}"
 # under script(1) and bash.
 case "$what" in
   demo) tools=(redis-server) ;;
-  test) tools=(redis-server script bash staticcheck) ;;
+  test) tools=(redis-server script bash staticcheck initdb mariadbd) ;;
   *) usage ;;
 esac
 package_of() {
@@ -28,6 +29,8 @@ package_of() {
     redis-server) echo redis-server ;;
     script) echo bsdutils ;;
     bash) echo bash ;;
+    initdb) echo postgresql ;;
+    mariadbd) echo mariadb-server ;;
   esac
 }
 
@@ -44,6 +47,14 @@ have() {
     echo "$(gobin)/staticcheck"
     return 0
   fi
+  # Debian keeps the database servers off a user's PATH.
+  local p
+  for p in /usr/lib/postgresql/*/bin/"$1" /usr/sbin/"$1"; do
+    if [ "$1" != staticcheck ] && [ -x "$p" ]; then
+      echo "$p"
+      return 0
+    fi
+  done
   return 1
 }
 
@@ -61,8 +72,8 @@ if [ ${#pkgs[@]} -gt 0 ]; then
     if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; }; then
       echo "install-deps: apt-get install ${pkgs[*]} failed" >&2
     fi
-    # The redis-server package may start a server on 6379; the tests and
-    # the demo never use it.
+    # The packages may start servers on 6379, 5432 and 3306; the tests and
+    # the demo never use them.
   else
     echo "install-deps: not installing ${pkgs[*]}: that needs root and apt-get" >&2
   fi

@@ -70,14 +70,14 @@ has out "missing: script is not on PATH; install it with: sudo apt-get install b
 has out "missing: staticcheck is not on PATH" || fail "test: missing staticcheck not named"
 ! has out "missing: redis-server" || fail "test: redis-server named missing though present"
 
-setup redis-server script
+setup redis-server script initdb mariadbd
 FAKE_GO_INSTALLS=1 check "test, staticcheck from go install" 0 test
 has out "staticcheck=$tmp/gopath/bin/staticcheck" || fail "test: staticcheck in GOPATH/bin not found"
 
 # The default is test.
-setup redis-server script staticcheck
+setup redis-server script staticcheck initdb mariadbd
 check "default is test, all there" 0
-has out "ok for test: redis-server=$tmp/bin/redis-server script=$tmp/bin/script bash=$tmp/bin/bash staticcheck=$tmp/bin/staticcheck" || fail "default: ok line"
+has out "ok for test: redis-server=$tmp/bin/redis-server script=$tmp/bin/script bash=$tmp/bin/bash staticcheck=$tmp/bin/staticcheck initdb=$tmp/bin/initdb mariadbd=$tmp/bin/mariadbd" || fail "default: ok line"
 
 check "unknown argument" 64 lint
 has out "usage:" || fail "unknown argument: no usage"

@@ -118,7 +118,8 @@ func errText(err error) string {
 // remembers whether the latest acquisition attempt failed, so that a wait
 // that ran out can be told apart from one during which the backend could
 // not be reached, and reports the first failure of a streak while
-// [distlock.Mutex.Lock] keeps retrying.
+// [distlock.Mutex.Lock] keeps retrying. It embeds the backend, so that
+// every capability passes through, and overrides the calls it bounds.
 type backend struct {
 	driver.Backend
 	client  *distlock.Client
@@ -176,7 +177,7 @@ func (b *backend) deadline(ctx context.Context) time.Time {
 	return d
 }
 
-func (b *backend) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.Grant, error) {
+func (b *backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	g, err := bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Grant, error) {
 		return b.Backend.Acquire(ctx, req)
 	}, nil)
@@ -195,16 +196,16 @@ func (b *backend) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 	return g, err
 }
 
-func (b *backend) Release(ctx context.Context, key, owner string) error {
+func (b *backend) Release(ctx context.Context, l driver.Lease) error {
 	_, err := bounded(ctx, b.deadline(ctx), func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, b.Backend.Release(ctx, key, owner)
+		return struct{}{}, b.Backend.Release(ctx, l)
 	}, nil)
 	return err
 }
 
-func (b *backend) Refresh(ctx context.Context, key, owner string, ttl time.Duration) (time.Duration, error) {
+func (b *backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (time.Duration, error) {
-		return b.Backend.Refresh(ctx, key, owner, ttl)
+		return b.Backend.Refresh(ctx, l, ttl)
 	}, nil)
 }
 
@@ -215,38 +216,16 @@ func (b *backend) failing() error {
 	return b.lastErr
 }
 
-// Capabilities passes the backend's on, except a notified wait that the
-// backend claims but cannot provide.
-func (b *backend) Capabilities() driver.Capabilities {
-	caps := b.Backend.Capabilities()
-	if _, ok := b.Backend.(driver.Waiter); !ok {
-		caps.NotifiedWait = false
-	}
-	return caps
-}
-
-// Watch passes waiting on to the backend, so that wrapping it does not
-// turn a notified wait into polling.
-func (b *backend) Watch(ctx context.Context, key string) (driver.Watch, error) {
-	w, ok := b.Backend.(driver.Waiter)
-	if !ok {
-		return nil, errors.New("backend cannot notify waiters")
-	}
+func (b *backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
 	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Watch, error) {
-		return w.Watch(ctx, key)
+		return b.Backend.Watch(ctx, key, owner)
 	}, func(late driver.Watch) { _ = late.Close() })
 }
 
-// inspect describes key, if the backend can; ok is false if it cannot.
-func (b *backend) inspect(ctx context.Context, key string) (info driver.Info, ok bool, err error) {
-	insp, ok := b.Backend.(driver.Inspector)
-	if !ok {
-		return driver.Info{}, false, nil
-	}
-	info, err = bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Info, error) {
-		return insp.Inspect(ctx, key)
+func (b *backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Info, error) {
+		return b.Backend.Inspect(ctx, key)
 	}, nil)
-	return info, true, err
 }
 
 // bounded calls call with a context that ends at deadline, or earlier with

@@ -18,6 +18,7 @@ import (
 // Exit statuses. See the package documentation for what each one means.
 const (
 	exitOK          = 0
+	exitFree        = 1  // status: a KEY is free
 	exitUsage       = 64 // EX_USAGE
 	exitUnavailable = 69 // EX_UNAVAILABLE
 	exitSoftware    = 70 // EX_SOFTWARE
@@ -73,7 +74,8 @@ func init() {
 		{name: "status", summary: "show whether locks are held, and by whom", run: (*cli).statusCmd},
 		{name: "demo", summary: "show with separate processes what a lock prevents", run: (*cli).demoCmd},
 		{name: "help", summary: "show help for a command", run: (*cli).helpCmd},
-		{name: "version", summary: "print the version", run: (*cli).versionCmd},
+		{name: "version", summary: "print the version (also --version, -v)", run: (*cli).versionCmd},
+		{name: "completion", summary: "print a shell completion script: bash, zsh or fish", run: (*cli).completionCmd},
 		{name: doctorCommand, hidden: true, run: (*cli).doctorCmd},
 	}
 }
@@ -93,9 +95,12 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := args[0]
-	if isHelpFlag(name) {
+	switch {
+	case isHelpFlag(name):
 		c.usage(c.stdout)
 		return exitOK
+	case isVersionFlag(name):
+		return c.versionCmd(ctx, args[1:])
 	}
 	cmd := lookup(name)
 	if cmd == nil {
@@ -115,7 +120,7 @@ Commands:
 `)
 	for _, cmd := range commands {
 		if !cmd.hidden {
-			fmt.Fprintf(w, "  %-8s %s\n", cmd.name, cmd.summary)
+			fmt.Fprintf(w, "  %-11s %s\n", cmd.name, cmd.summary)
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n%s\nRun 'distlock help <command>' or 'distlock <command> -h' for details.\n", backendHelp(), exitHelp)
@@ -136,12 +141,15 @@ Schemes in this build: %s
 }
 
 const exitHelp = `Exit status:
-  0      success (run: CMD's own status is passed on)
+  0      success (run: CMD's own status is passed on; status: every KEY
+         is held)
+  1      status: a KEY is free
   64     usage error: bad flag or argument, malformed URL, unknown scheme
   69     backend unavailable, refusing the configuration (password,
          database, TLS), or unable to do what was asked
   70     internal error (demo: the rule broke even with the lock)
-  75     lock held elsewhere: not obtained within --wait
+  75     lock held elsewhere: not obtained within --wait (run exits with
+         --conflict-exit instead, if given)
   79     lease lost while CMD ran: CMD was stopped
   126    CMD could not be started; 127: CMD not found
   128+n  CMD killed by signal n, or interrupted by signal n while waiting
@@ -171,8 +179,18 @@ func isHelpFlag(s string) bool {
 	return false
 }
 
+// isVersionFlag reports whether s asks for the version, as in
+// `distlock --version`.
+func isVersionFlag(s string) bool {
+	switch s {
+	case "-v", "--version", "-version":
+		return true
+	}
+	return false
+}
+
 func (c *cli) versionCmd(_ context.Context, args []string) int {
-	fs := c.flagSet("version", "distlock version", "Print the version of distlock and the Go toolchain it was built with.\n")
+	fs := c.flagSet("version", "distlock version | distlock --version | distlock -v", "Print the version of distlock and the Go toolchain it was built with.\n")
 	if code, done := c.parse(fs, args); done {
 		return code
 	}
@@ -229,7 +247,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 		help()
 		return exitOK, true
 	default:
-		return c.usageError(strings.TrimPrefix(fs.Name(), "distlock "), "%v", err), true
+		return c.usageError(strings.TrimPrefix(fs.Name(), "distlock "), "%s", flagError(fs, args, err)), true
 	}
 }
 

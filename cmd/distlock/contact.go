@@ -26,7 +26,7 @@ import (
 // that shows the backend can never work as configured (see configProblem)
 // ends the tries at once. Every attempt, and the clean-up after a failed
 // one, ends by deadline.
-func tryUntilAnswered(ctx context.Context, m *distlock.Mutex, b *backend, deadline time.Time) (*distlock.Lock, error) {
+func tryUntilAnswered(ctx context.Context, m locker, b *backend, deadline time.Time) (*distlock.Lock, error) {
 	ctx, stop := watchTLS(ctx, b.url)
 	defer stop()
 	ctx, cancel := context.WithDeadline(ctx, deadline)

@@ -3,13 +3,22 @@
 //
 // Usage:
 //
-//	distlock run [--url URL] --key KEY [--ttl 30s] [--wait forever|D] [--grace 10s] -- CMD [ARG...]
+//	distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D]
+//	             [--conflict-exit 75] [--grace 10s] -- CMD [ARG...]
 //	distlock status [--url URL] [--json] KEY...
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
 //	distlock help [COMMAND]
-//	distlock version
+//	distlock version | distlock --version | distlock -v
+//	distlock completion bash|zsh|fish
 //
-// Every command prints its help with -h.
+// Every command prints its help with -h. Every flag of run and status
+// except --key may also be set in the environment, as DISTLOCK_ followed
+// by the flag's name in capitals with - as _ (DISTLOCK_TTL,
+// DISTLOCK_WAIT, DISTLOCK_CONFLICT_EXIT, DISTLOCK_JSON, ...); a flag on
+// the command line wins. --key is not read from DISTLOCK_KEY, which run
+// sets for CMD, so that a run inside CMD does not take its parent's lock.
+// A bad value is reported as it was typed, with how to write it:
+// "--ttl 5: missing unit, e.g. 5s".
 //
 // # Backends
 //
@@ -28,7 +37,15 @@
 // # distlock run
 //
 // run takes the lock on KEY, waiting up to --wait for it (default: as long
-// as it takes; with --wait 0 it does not wait for a holder, like flock -n).
+// as it takes; with --wait 0 it does not wait for a holder). A lock held
+// elsewhere ends run with 75, or with --conflict-exit N: flock -n exits 1
+// there and flock -n -E 75 exits 75, so --conflict-exit 1 behaves as plain
+// flock -n, and --conflict-exit 0 skips quietly, as flock -n -E 0.
+//
+// --limit N makes KEY a semaphore, as consul lock -n: up to N runs hold it
+// at once. --shared and --exclusive make KEY a read-write lock, as flock -s
+// and -x: --shared runs hold it together, an --exclusive run alone. All
+// runs on one KEY must use it the same way.
 // If the backend does not answer at all, run tries for 5 seconds (or
 // --wait, if shorter) and exits 69; once it has answered, failures are
 // retried for as long as the wait lasts, with a warning on standard error.
@@ -88,6 +105,15 @@
 // current holding, or the last one when free), the holder's remaining lease,
 // and what the holder recorded about itself (host, pid, since, cmd). --json
 // prints a JSON array for scripts. The backend must support inspection.
+// status exits 0 when every KEY is held and 1 when one is free, so that
+// scripts can write "if distlock status KEY; then ...".
+//
+// # distlock completion
+//
+// completion prints a completion script for bash, zsh or fish: commands,
+// their flags, and the command after run's --. Load it with
+// "source <(distlock completion bash)" (or zsh), or save the fish one as
+// ~/.config/fish/completions/distlock.fish.
 //
 // # distlock demo
 //
@@ -108,13 +134,15 @@
 //
 // # Exit status
 //
-//	0      success; for run, CMD succeeded
+//	0      success; for run, CMD succeeded; for status, every KEY is held
+//	1      for status, a KEY is free
 //	1..    for run, CMD's own exit status is passed on
 //	64     usage error: bad flag or argument, malformed URL, unknown scheme (EX_USAGE)
 //	69     the backend is unavailable, refuses the configuration (password, database,
 //	       TLS), or cannot do what was asked (EX_UNAVAILABLE)
 //	70     internal error; for demo, the rule broke even with the lock (EX_SOFTWARE)
-//	75     the lock is held elsewhere and was not obtained within --wait (EX_TEMPFAIL)
+//	75     the lock is held elsewhere and was not obtained within --wait (EX_TEMPFAIL);
+//	       run --conflict-exit N exits N instead
 //	79     the lease was lost while CMD ran; CMD was stopped
 //	126    CMD was found but could not be started
 //	127    CMD was not found

@@ -10,6 +10,7 @@ import (
 	_ "github.com/distlock-go/distlock/memlock"
 	_ "github.com/distlock-go/distlock/redislock"
 	_ "github.com/distlock-go/distlock/redlock"
+	_ "github.com/distlock-go/distlock/sqllock/sqlurl"
 )
 
 func main() {

@@ -223,7 +223,7 @@ func TestStatus(t *testing.T) {
 	holder, _ := holdLock(t, u, "held key", "--ttl", "20s")
 
 	r := runBin(t, "status", "--url", u, "held key", "free-key", "--json")
-	wantCode(t, r, 0)
+	wantCode(t, r, exitFree) // one key is free
 	var got []keyStatus
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("status --json printed invalid JSON: %v\n%s", err, r.stdout)
@@ -257,7 +257,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	r = runBin(t, "status", "--url", u, "held key", "free-key")
-	wantCode(t, r, 0)
+	wantCode(t, r, exitFree)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "KEY") ||
 		!strings.HasPrefix(lines[1], `"held key"`) || !strings.Contains(lines[1], " held ") ||

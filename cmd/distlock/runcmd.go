@@ -56,7 +56,7 @@ func (w *waitFlag) Set(s string) error {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return errors.New(`want a duration such as 30s or 2m, 0, or "forever"`)
+		return errors.New(durationProblem(s) + `, 0, or "forever"`)
 	}
 	if d < 0 {
 		return errors.New("must not be negative")
@@ -67,22 +67,29 @@ func (w *waitFlag) Set(s string) error {
 
 // runOptions is a parsed `distlock run` command line.
 type runOptions struct {
-	url   string
-	key   string
-	ttl   time.Duration
-	wait  waitFlag
-	grace time.Duration
-	argv  []string // CMD and its arguments
+	url    string
+	key    string
+	ttl    time.Duration
+	wait   waitFlag
+	grace  time.Duration
+	limit  int  // > 0: a semaphore with limit permits
+	shared bool // the read side of a read-write lock
+	excl   bool // the write side of a read-write lock
+	// conflict is the exit status when the lock is held elsewhere.
+	conflict int
+	argv     []string // CMD and its arguments
 }
 
-const runSynopsis = "distlock run [--url URL] --key KEY [--ttl 30s] [--wait forever|D] [--grace 10s] -- CMD [ARG...]"
+const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] -- CMD [ARG...]"
 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
 CMD exits, exiting with CMD's status.
 
 It waits for the lock up to --wait (by default as long as it takes);
 with --wait 0 it does not wait for a holder and exits 75 at once if the
-lock is held, like flock -n. A backend that does not answer within 5s (or
+lock is held, as flock -n -E 75 does (flock -n alone exits 1: give
+--conflict-exit 1 for that, or --conflict-exit 0 for a cron job that skips
+its turn quietly). A backend that does not answer within 5s (or
 --wait, if shorter) ends run with 69, and so at once does one that cannot
 work as configured (wrong password, no such database, TLS mismatch).
 
@@ -99,19 +106,42 @@ take the lock, so run sends SIGTERM to CMD's group, SIGKILL after --grace,
 and exits 79. On Linux, run adopts the processes that CMD leaves behind
 and reaps them when they exit, so that none stays a zombie even when run
 is PID 1 in a container.
+
+--limit N makes KEY a semaphore: up to N runs hold it at once, each with
+a lease and token of its own. --shared and --exclusive make KEY a
+read-write lock, as flock -s and -x: any number of --shared runs hold it
+together, while an --exclusive run waits until they are done and holds it
+alone (and, while it waits, keeps new --shared runs out). Every run on one
+KEY must use it the same way: as a lock (neither flag), with the same
+--limit, or with --shared and --exclusive.
+
+Every flag but --key can also be set in the environment, as the flag's
+name in upper case with DISTLOCK_ in front (--conflict-exit is
+$DISTLOCK_CONFLICT_EXIT); the flag wins. --key is not read from
+$DISTLOCK_KEY, which run sets for CMD: a run inside CMD must name its own.
 `
 
 // parseRun parses the arguments of `distlock run`. When done is true the
 // command must exit with code (help shown, or a usage error reported).
 func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
-	o = &runOptions{ttl: defaultTTL, wait: waitFlag{forever: true}, grace: defaultGrace}
+	o = &runOptions{ttl: defaultTTL, wait: waitFlag{forever: true}, grace: defaultGrace, conflict: exitNotObtained}
 	fs := c.flagSet("run", runSynopsis, runAbout)
 	fs.StringVar(&o.url, "url", "", "backend `URL` (default $"+urlEnv+")")
 	fs.StringVar(&o.key, "key", "", "name of the lock (required)")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lease length; renewed every TTL/3 while CMD runs")
 	fs.Var(&o.wait, "wait", "how long to wait for a holder to release the lock: a `duration`, 0 for not at all, or forever")
 	fs.DurationVar(&o.grace, "grace", o.grace, "time CMD gets between SIGTERM and SIGKILL when the lease is lost")
+	fs.IntVar(&o.limit, "limit", 0, "let up to `N` runs hold KEY at once: a semaphore")
+	fs.BoolVar(&o.shared, "shared", false, "hold KEY shared with other --shared runs: the read side of a read-write lock")
+	fs.BoolVar(&o.excl, "exclusive", false, "hold KEY alone, keeping --shared runs out: the write side of a read-write lock")
+	fs.IntVar(&o.conflict, "conflict-exit", o.conflict, "exit `status` when the lock is held elsewhere (0 to 255)")
+	// DISTLOCK_URL is read as the backend's; DISTLOCK_KEY is CMD's.
+	envSkip := []string{"url", "key"}
+	documentEnv(fs, envSkip...)
 	if code, done := c.parse(fs, args); done {
+		return nil, code, true
+	}
+	if code, done := c.applyEnv(fs, envSkip...); done {
 		return nil, code, true
 	}
 	o.argv = fs.Args()
@@ -125,6 +155,14 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 		return nil, c.usageError("run", "--ttl %v is shorter than the minimum %v", o.ttl, distlock.MinTTL), true
 	case o.grace < 0:
 		return nil, c.usageError("run", "--grace %v is negative", o.grace), true
+	case o.limit < 0:
+		return nil, c.usageError("run", "--limit %d: want at least 1", o.limit), true
+	case o.limit > 0 && (o.shared || o.excl):
+		return nil, c.usageError("run", "--limit cannot be combined with --shared or --exclusive: a key is a semaphore or a read-write lock"), true
+	case o.shared && o.excl:
+		return nil, c.usageError("run", "--shared and --exclusive cannot be combined: choose the side of the read-write lock"), true
+	case o.conflict < 0 || o.conflict > 255:
+		return nil, c.usageError("run", "--conflict-exit %d: want a status from 0 to 255", o.conflict), true
 	case len(o.argv) == 0:
 		return nil, c.usageError("run", "missing CMD to run (put it after --)"), true
 	case o.argv[0] == "":
@@ -188,7 +226,7 @@ func (s signalled) Error() string { return "interrupted by " + signalName(s.sig)
 // backend lasts contact at most. It returns the lock, or nil and the exit
 // status after printing why.
 func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact time.Duration, sigs <-chan os.Signal) (*distlock.Lock, int) {
-	m := b.mutex(o.key,
+	m := b.locker(o,
 		distlock.WithTTL(o.ttl),
 		distlock.WithMetadata(map[string]string{"cmd": filepath.Base(o.argv[0])}),
 	)
@@ -243,17 +281,52 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: backend unavailable: %v", o.key, berr)
 		}
 		if !o.wait.forever && o.wait.d == 0 {
-			return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere", o.key)
+			return nil, c.fail(o.conflict, "run", "lock %q is held elsewhere", o.key)
 		}
 		if ctx.Err() != nil {
 			return nil, c.fail(exitNotObtained, "run", "lock %q not obtained: %v", o.key, ctx.Err())
 		}
-		return nil, c.fail(exitNotObtained, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
+		return nil, c.fail(o.conflict, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, c.backendFailed("run", fmt.Sprintf("backend unavailable: no answer within %v", contact), err)
 	default:
 		return nil, c.backendFailed("run", "backend unavailable", err)
 	}
+}
+
+// locker takes a lock, a permit or a shared hold: what run holds.
+type locker interface {
+	TryLock(ctx context.Context) (*distlock.Lock, error)
+	Lock(ctx context.Context) (*distlock.Lock, error)
+}
+
+// semaphore is a distlock.Semaphore as a locker.
+type semaphore struct{ *distlock.Semaphore }
+
+func (s semaphore) TryLock(ctx context.Context) (*distlock.Lock, error) { return s.TryAcquire(ctx) }
+func (s semaphore) Lock(ctx context.Context) (*distlock.Lock, error)    { return s.Acquire(ctx) }
+
+// reader is the read side of a distlock.RWMutex as a locker.
+type reader struct{ *distlock.RWMutex }
+
+func (r reader) TryLock(ctx context.Context) (*distlock.Lock, error) { return r.TryRLock(ctx) }
+func (r reader) Lock(ctx context.Context) (*distlock.Lock, error)    { return r.RLock(ctx) }
+
+// locker returns what run takes of o.key over b: a permit of a semaphore
+// with --limit, a side of a read-write lock with --shared or --exclusive,
+// and a mutex otherwise.
+func (b *backend) locker(o *runOptions, opts ...distlock.Option) locker {
+	opts = append([]distlock.Option{distlock.WithReleaseTimeout(cleanupTimeout)}, opts...)
+	c := distlock.New(b)
+	switch {
+	case o.limit > 0:
+		return semaphore{c.Semaphore(o.key, o.limit, opts...)}
+	case o.shared:
+		return reader{c.RWMutex(o.key, opts...)}
+	case o.excl:
+		return c.RWMutex(o.key, opts...) // its Lock and TryLock are the writer's
+	}
+	return c.Mutex(o.key, opts...)
 }
 
 // unlock releases l after CMD is done, reporting whether the backend said

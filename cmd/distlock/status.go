@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/driver"
 )
 
 const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
@@ -22,9 +21,16 @@ const statusSynopsis = "distlock status [--url URL] [--json] KEY..."
 const statusAbout = `Status shows for each KEY whether the lock is held, its fencing token (of
 the current holding, or of the last one when the lock is free), how long the
 holder's lease has left, and what the holder recorded about itself: host,
-pid, since (when it took the lock) and cmd (what distlock run runs). The
-backend must support inspection. Flags may come before or after the keys.
+pid, since (when it took the lock) and cmd (what distlock run runs). --json
+adds the kind of lock and its number of holds (readers, permits, re-entrant
+holds). Warnings about the deployment (such as an eviction policy that may
+drop lock keys) go to stderr. Flags may come before or after the keys.
 A backend that does not answer within 5s ends status with 69.
+
+Status exits 0 when every KEY is held and 1 when one is free, so that a
+script can ask: if distlock status KEY >/dev/null; then ... (69: the
+backend could not tell; 64: a bad command line). --json may also be set
+as DISTLOCK_JSON=true; the flag wins.
 `
 
 // keyStatus is one line of `distlock status`, and one element of its JSON
@@ -32,6 +38,8 @@ A backend that does not answer within 5s ends status with 69.
 type keyStatus struct {
 	Key   string `json:"key"`
 	Held  bool   `json:"held"`
+	Kind  string `json:"kind,omitempty"`  // mutex, write, read or permit, when held
+	Holds int    `json:"holds,omitempty"` // when held
 	Token uint64 `json:"token"`
 	// TTLMillis is the holder's remaining lease in milliseconds; 0 when free.
 	TTLMillis int64 `json:"ttl_ms"`
@@ -55,6 +63,7 @@ func (c *cli) parseStatus(args []string) (o *statusOptions, code int, done bool)
 	fs := c.flagSet("status", statusSynopsis, statusAbout)
 	fs.StringVar(&o.url, "url", "", "backend `URL` (default $"+urlEnv+")")
 	fs.BoolVar(&o.asJSON, "json", false, "print a JSON array, one object per key")
+	documentEnv(fs, "url") // DISTLOCK_URL is read as the backend's
 	// Let flags follow the keys too: `distlock status k1 k2 --json` is
 	// what people type.
 	for {
@@ -71,6 +80,9 @@ func (c *cli) parseStatus(args []string) (o *statusOptions, code int, done bool)
 		}
 		o.keys = append(o.keys, rest[0])
 		args = rest[1:]
+	}
+	if code, done := c.applyEnv(fs, "url"); done {
+		return nil, code, true
 	}
 	if len(o.keys) == 0 {
 		return nil, c.usageError("status", "missing KEY"), true
@@ -104,11 +116,12 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	defer stop()
 
 	out := make([]keyStatus, 0, len(o.keys))
+	inspector := distlock.New(b)
 	for _, k := range o.keys {
-		info, ok, err := b.inspect(ctx, k)
+		info, err := inspector.Inspect(ctx, k)
 		switch {
-		case !ok:
-			return c.fail(exitUnavailable, "status", "this backend cannot inspect locks")
+		case errors.Is(err, distlock.ErrInvalidKey):
+			return c.usageError("status", "%s", errText(err))
 		case err != nil:
 			if cause := context.Cause(ctx); ctx.Err() != nil && configProblem(cause) != "" {
 				err = cause
@@ -119,7 +132,10 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 			}
 			return c.backendFailed("status", what, err)
 		}
-		out = append(out, newKeyStatus(k, info))
+		out = append(out, newKeyStatus(info))
+		for _, w := range info.Warnings {
+			fmt.Fprintf(c.stderr, "distlock status: warning: %s: %s\n", quoteCell(k), w)
+		}
 	}
 	var err error
 	if o.asJSON {
@@ -132,12 +148,18 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(exitSoftware, "status", "writing output: %v", err)
 	}
+	for _, s := range out {
+		if !s.Held {
+			return exitFree
+		}
+	}
 	return exitOK
 }
 
-func newKeyStatus(key string, info driver.Info) keyStatus {
-	s := keyStatus{Key: key, Held: info.Held, Token: info.Token}
+func newKeyStatus(info distlock.Info) keyStatus {
+	s := keyStatus{Key: info.Key, Held: info.Held, Token: info.Token}
 	if info.Held {
+		s.Kind, s.Holds = info.Kind.String(), info.Holds
 		s.TTLMillis = max(info.TTL.Milliseconds(), 0)
 		s.Meta = info.Meta
 		if t, ok := parseSince(info.Meta["since"]); ok {

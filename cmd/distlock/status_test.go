@@ -5,21 +5,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock"
 )
 
 func TestStatusTable(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	rows := []keyStatus{
-		newKeyStatus("orders:42", driver.Info{Held: true, Token: 17, TTL: 29*time.Second + 40*time.Millisecond, Meta: map[string]string{
+		newKeyStatus(distlock.Info{Key: "orders:42", Held: true, Token: 17, TTL: 29*time.Second + 40*time.Millisecond, Meta: map[string]string{
 			"host": "web-1", "pid": "4242", "since": "1893553385000", "cmd": "backup.sh",
 		}}),
 		// What a holder recorded must not be able to forge another row.
-		newKeyStatus("evil", driver.Info{Held: true, Token: 3, TTL: time.Second, Meta: map[string]string{
+		newKeyStatus(distlock.Info{Key: "evil", Held: true, Token: 3, TTL: time.Second, Meta: map[string]string{
 			"host": "h\nfake  held  99  1s  host=x", "x y": "z\tw",
 		}}),
-		newKeyStatus("free key", driver.Info{Token: 5}),
+		newKeyStatus(distlock.Info{Key: "free key", Token: 5}),
 	}
 	var b strings.Builder
 	if err := writeStatusTable(&b, rows, now); err != nil {

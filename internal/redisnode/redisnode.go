@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -215,7 +214,9 @@ func Describe(meta map[string]string) string {
 	}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
-		keys = append(keys, k)
+		if k != kindKey { // reserved for DescribeWriter
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	var b strings.Builder
@@ -230,6 +231,18 @@ func Describe(meta map[string]string) string {
 	text := b.String()
 	lastDesc.Store(&described{id: id, text: text, boxed: text})
 	return text
+}
+
+// kindKey marks, in a description, the holder of a read-write lock's
+// write side, which a mutex's holder looks like otherwise.
+const kindKey = "distlock.kind"
+
+// DescribeWriter is Describe for a read-write lock's writer.
+func DescribeWriter(meta map[string]string) string {
+	if d := Describe(meta); d != "" {
+		return d + "\n" + kindKey + "=write"
+	}
+	return kindKey + "=write"
 }
 
 type described struct {
@@ -337,7 +350,7 @@ func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 // ReleasePermit gives owner's permit back: it reports whether owner held
 // one. Like [Release], it recognises its own repeat after a lost reply.
 func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.giveBox, k.giveBack, owner, k.boxed[4], callID(), receiptMillis).Int64()
+	v, err := run(ctx, c, giveBack, k.giveBox, k.giveBack, owner, k.boxed[4], receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
@@ -369,7 +382,7 @@ func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 // ReleaseRead ends owner's read lease: it reports whether owner held one.
 // Like [Release], it recognises its own repeat after a lost reply.
 func ReleaseRead(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4], callID(), receiptMillis).Int64()
+	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4], receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
@@ -381,13 +394,13 @@ func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 
 // Release runs the release script: it reports whether owner held the lock.
 //
-// Each call leaves a receipt for [ReceiptTTL], so that the same call sent
-// again — by the client's retries or by run's, after its reply was lost on
-// a connection that broke — reports the release it made rather than a lock
-// it no longer finds. A new call after a successful one finds no receipt of
-// its own and reports false, as it should.
+// A release leaves a receipt for [ReceiptTTL], so that a repeat of it —
+// the client's retry, or run's, after its reply was lost — reports the
+// release it made rather than a lock it no longer finds. Receipts are per
+// owner: an owner token names one holding, and is released once, so any
+// release of it within ReceiptTTL of the first is a repeat.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], callID(), receiptMillis).Int64()
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis).Int64()
 	return n == 1, err
 }
 
@@ -398,43 +411,9 @@ const ReceiptTTL = 10 * time.Second
 
 var receiptMillis any = ReceiptTTL.Milliseconds()
 
-// calls numbers release calls from a random start, so that the ids of two
-// processes releasing for the same owner name are unlikely to meet.
-var calls atomic.Uint64
-
-func init() { calls.Store(rand.Uint64()) }
-
-// idBlock holds consecutive call ids, handed out as pointers: a pointer
-// goes into a command argument without an allocation, a number would take
-// one per call.
-type idBlock struct {
-	ids  [64]uint64
-	next atomic.Int32
-}
-
-var ids atomic.Pointer[idBlock]
-
-// callID returns a fresh id for one release call, as a command argument;
-// repeats of the call carry the same id.
-func callID() any {
-	for {
-		b := ids.Load()
-		if b != nil {
-			if i := b.next.Add(1) - 1; int(i) < len(b.ids) {
-				return &b.ids[i]
-			}
-		}
-		nb := new(idBlock)
-		first := calls.Add(uint64(len(nb.ids))) - uint64(len(nb.ids))
-		for i := range nb.ids {
-			nb.ids[i] = first + uint64(i)
-		}
-		nb.next.Store(1)
-		if ids.CompareAndSwap(b, nb) {
-			return &nb.ids[0]
-		}
-	}
-}
+// receiptID goes where the scripts take a call id: one value for every
+// call makes their receipts per owner (see Release).
+var receiptID any = "r"
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
@@ -450,11 +429,12 @@ func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64) (uint64, 
 
 // State is the lock as one node sees it.
 type State struct {
-	Held  bool
-	Owner string
-	Token uint64 // the holder's, or the last one issued when free
-	TTL   time.Duration
-	Meta  map[string]string // includes "since" (server ms) when held
+	Held   bool
+	Writer bool // held by a read-write lock's writer (see DescribeWriter)
+	Owner  string
+	Token  uint64 // the holder's, or the last one issued when free
+	TTL    time.Duration
+	Meta   map[string]string // includes "since" (server ms) when held
 }
 
 // Inspect reads the lock's state without changing it.
@@ -486,11 +466,81 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 	st.Token, _ = strconv.ParseUint(lines[1], 10, 64)
 	st.Meta = map[string]string{"since": lines[2]}
 	for _, kv := range lines[3:] {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		switch k, v, ok := strings.Cut(kv, "="); {
+		case k == kindKey:
+			st.Writer = v == "write"
+		case ok:
 			st.Meta[k] = v
 		}
 	}
 	return st, nil
+}
+
+// Leases are the live leases of a read-write lock's readers or of a
+// semaphore's permits, as one node sees them.
+type Leases struct {
+	Count  int
+	Newest uint64        // the highest fencing token among them
+	TTL    time.Duration // the longest remaining lease
+}
+
+// InspectLeases reads the live readers and permits of k on the node that
+// holds k, in one transaction, without changing them.
+func InspectLeases(ctx context.Context, c redis.UniversalClient, k Keys) (readers, permits Leases, err error) {
+	node := redis.Cmdable(c)
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, k.Lock)
+		if err != nil {
+			return Leases{}, Leases{}, err
+		}
+		node = m
+	}
+	var now *redis.TimeCmd
+	var sets [2]*redis.ZSliceCmd
+	var tokens [2]*redis.MapStringStringCmd
+	_, err = node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		for i, kk := range [2][2]string{{k.Readers, k.RTokens}, {k.Permits, k.Tokens}} {
+			sets[i] = p.ZRangeWithScores(ctx, kk[0], 0, -1)
+			tokens[i] = p.HGetAll(ctx, kk[1])
+		}
+		return nil
+	})
+	if err != nil {
+		return Leases{}, Leases{}, err
+	}
+	nowMs := now.Val().UnixMilli()
+	var ls [2]Leases
+	for i := range ls {
+		for _, z := range sets[i].Val() {
+			left := int64(z.Score) - nowMs
+			if left <= 0 {
+				continue // lapsed; the next script drops it
+			}
+			owner, _ := z.Member.(string)
+			token, _ := strconv.ParseUint(tokens[i].Val()[owner], 10, 64)
+			ls[i].Count++
+			ls[i].Newest = max(ls[i].Newest, token)
+			ls[i].TTL = max(ls[i].TTL, time.Duration(left)*time.Millisecond)
+		}
+	}
+	return ls[0], ls[1], nil
+}
+
+// EvictionRisk returns a warning if the node's configuration lets it evict
+// keys when memory is full, lock keys included; "" if it does not, or if
+// the configuration cannot be read (CONFIG is often disabled by hosted
+// Redis services).
+func EvictionRisk(ctx context.Context, c redis.UniversalClient) string {
+	limit, err := c.ConfigGet(ctx, "maxmemory").Result()
+	if err != nil || limit["maxmemory"] == "" || limit["maxmemory"] == "0" {
+		return ""
+	}
+	policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if p := policy["maxmemory-policy"]; err == nil && p != "" && p != "noeviction" {
+		return fmt.Sprintf("maxmemory-policy is %s: when memory is full, Redis may evict a held lock's key and let a second holder in; use noeviction", p)
+	}
+	return ""
 }
 
 // IsNoScript reports whether err is Redis' NOSCRIPT error.

@@ -1,0 +1,70 @@
+package distlock
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// Client takes locks from one backend. It is safe for concurrent use and
+// cheap to share: create one per backend and keep it.
+type Client struct {
+	backend driver.Backend
+	caps    driver.Capabilities
+	opts    options
+	owned   bool  // made by Open: Close closes the backend
+	invalid error // why the client cannot take locks (a nil backend), or nil
+}
+
+// New returns a Client that takes locks from backend. The options are the
+// defaults for every [Mutex] of the client. A nil backend, also a typed nil
+// such as (*memlock.Backend)(nil), does not panic: the client's locks fail
+// with [ErrInvalidBackend].
+func New(backend driver.Backend, opts ...Option) *Client {
+	c := &Client{opts: defaultOptions()}
+	switch {
+	case backend == nil:
+		c.invalid = fmt.Errorf("%w: nil backend", ErrInvalidBackend)
+	case isNil(backend): // its methods would likely panic: do not call them
+		c.invalid = fmt.Errorf("%w: nil %T", ErrInvalidBackend, backend)
+	default:
+		c.backend = backend
+		c.caps = backend.Capabilities()
+	}
+	for _, opt := range opts {
+		opt(&c.opts)
+	}
+	return c
+}
+
+// isNil reports whether b holds a nil pointer (or map, func, chan, slice).
+func isNil(b driver.Backend) bool {
+	switch v := reflect.ValueOf(b); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
+}
+
+// usable returns why c cannot take locks, or nil.
+func (c *Client) usable() error {
+	if c == nil {
+		return fmt.Errorf("%w: nil Client", ErrInvalidBackend)
+	}
+	return c.invalid
+}
+
+// Close releases the backend's resources if the client was made by [Open].
+// A Client made with [New] leaves its backend to the caller, and Close does
+// nothing. Locks still held are not released: unlock them first.
+func (c *Client) Close() error {
+	if c == nil || !c.owned || c.backend == nil {
+		return nil
+	}
+	return c.backend.Close()
+}
+
+// Backend returns the backend the client takes locks from, for wrappers and
+// tests; application code does not need it.
+func (c *Client) Backend() driver.Backend { return c.backend }

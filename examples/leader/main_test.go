@@ -1,0 +1,33 @@
+package main_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/distlock-go/distlock/examples/internal/exampletest"
+)
+
+func TestMain(m *testing.M) { os.Exit(exampletest.Main(m, ".", ".")) }
+
+// TestLeaderAlone leads on memlock until -for ends, then resigns.
+func TestLeaderAlone(t *testing.T) {
+	t.Parallel()
+	stdout, _ := exampletest.Run(t, 0, nil, "leader", "-id", "a", "-for", "200ms")
+	exampletest.WantLines(t, stdout, "a leads with token 1", "a resigned")
+}
+
+// TestLeaderTakeover runs two processes against one Redis: b waits while a
+// leads, and leads as soon as a resigns.
+func TestLeaderTakeover(t *testing.T) {
+	t.Parallel()
+	addr, _ := exampletest.StartRedis(t)
+	url := "redis://" + addr + "/0"
+	a := exampletest.Start(t, nil, "leader", "-url", url, "-id", "a", "-for", "2s")
+	a.WaitLine(t, "a leads")
+	b := exampletest.Start(t, nil, "leader", "-url", url, "-id", "b", "-for", "30s")
+	exampletest.WantLines(t, a.Wait(t, 0), "a leads with token 1", "a resigned")
+	// b leads once a has resigned, with the next token.
+	b.WaitLine(t, "b leads with token 2")
+	_ = b.Cmd.Process.Signal(os.Interrupt)
+	exampletest.WantLines(t, b.Wait(t, 0), "b leads with token 2", "b resigned")
+}

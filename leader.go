@@ -1,0 +1,130 @@
+package distlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Election lets one process of many lead, in the spirit of etcd's
+// concurrency.Election and Kubernetes' leaderelection: the leader is the
+// holder of a [Mutex] on the election's key. [Election.Run] campaigns,
+// runs the leader's work while the lease lasts and campaigns again after a
+// loss; [Election.Leader] tells anyone who leads now.
+//
+// Leading is a lease like any lock: a paused or partitioned leader stops
+// leading at [Lock.ValidUntil] while it may still be running. The work
+// therefore runs under a context that is cancelled at that moment, and
+// should pass [Lock.Token] to what it writes to (see package fence).
+//
+// Set the fields before calling Run; an Election may run in one goroutine
+// at a time.
+type Election struct {
+	// Backoff paces campaigns after a lost term: the n-th loss in a row
+	// waits Backoff.Next(n) before campaigning again, so that a leader
+	// that keeps losing its lease (a flaky network, an overloaded host)
+	// does not keep winning it back for moments at a time. A term that
+	// lasted at least its TTL resets the count. Nil means exponential
+	// from 100ms to 5s, with jitter.
+	Backoff Backoff
+
+	m *Mutex
+}
+
+// defaultElectionBackoff paces campaigns when Election.Backoff is nil.
+var defaultElectionBackoff = ExponentialBackoff(100*time.Millisecond, 5*time.Second)
+
+// Election returns the election named key. The options are those of the
+// leader's [Mutex]: [WithTTL] bounds how long a leader that crashed or
+// stalled keeps others from leading, and [WithMetadata] is how a candidate
+// names itself to [Election.Leader] (e.g. {"id": "scheduler-a"}). Invalid
+// keys and options are reported by Run and Leader. Like Client.Mutex it
+// holds nothing by itself.
+func (c *Client) Election(key string, opts ...Option) *Election {
+	return &Election{m: c.Mutex(key, opts...)}
+}
+
+// Key returns the election's name.
+func (e *Election) Key() string { return e.m.key }
+
+// Run campaigns until ctx is done. Each time this process wins, Run calls
+// fn with the term's [Lock] and a context that is cancelled when the lease
+// is lost (the cause is the Lock's error) or ctx is done; fn must then
+// return promptly, since another process may lead from that moment.
+//
+//   - When the lease is lost, Run waits for fn to return, pauses (see
+//     Election.Backoff) and campaigns again; what fn returned is dropped.
+//   - When fn returns while still leading, Run resigns (unlocks, so
+//     that another candidate leads at once) and returns fn's error: a nil
+//     error from fn ends the campaign too.
+//   - When ctx is done, Run waits for fn to return, resigns, and returns
+//     ctx.Err().
+//
+// A key or option the backend refuses is returned at once; backend errors
+// while campaigning are retried as [Mutex.Lock] retries them. fn must not
+// unlock the Lock itself: returning is how it resigns. The fn of a single
+// Run is never called concurrently with itself.
+func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term *Lock) error) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: nil leader function", ErrInvalidArgument)
+	}
+	backoff := e.Backoff
+	if backoff == nil {
+		backoff = defaultElectionBackoff
+	}
+	losses := 0
+	for {
+		l, err := e.m.Lock(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		start := time.Now()
+		lost, err := e.lead(ctx, l, fn)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !lost:
+			return err
+		}
+		if time.Since(start) >= e.m.opts.ttl {
+			losses = 0
+		}
+		losses++
+		t := time.NewTimer(backoff.Next(losses))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// lead runs one term: fn under l until it returns, then the resignation.
+// It reports whether the lease was lost before fn returned, and fn's error.
+func (e *Election) lead(ctx context.Context, l *Lock, fn func(context.Context, *Lock) error) (lost bool, err error) {
+	// Resign even if fn panics. A lease lost to an unreachable backend
+	// must not hold up the next campaign: the release is bounded.
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.m.opts.releaseTimeout)
+		defer cancel()
+		_ = l.Unlock(uctx) // a lost lease reports ErrLockLost: nothing to do
+	}()
+	err = fn(l.Context(ctx), l)
+	return l.Err() != nil, err
+}
+
+// Leader describes the current leader of the election: Held is false when
+// nobody leads, and Meta is what the leader stored with [WithMetadata]
+// ("host" and "pid" by default). It is [Client.Inspect] of the election's
+// key, so the backend must keep metadata for Meta to be filled, and the
+// answer may have changed by the time it returns.
+func (e *Election) Leader(ctx context.Context) (Info, error) {
+	return e.m.c.Inspect(ctx, e.m.key)
+}

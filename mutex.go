@@ -1,0 +1,320 @@
+package distlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// Mutex returns a mutual-exclusion lock named key. The Mutex is only a
+// description: it holds nothing until [Mutex.Lock] or [Mutex.TryLock]
+// returns a [*Lock], and it may be used by many goroutines at once, each
+// getting its own handle. Invalid keys and options are reported by Lock and
+// TryLock.
+func (c *Client) Mutex(key string, opts ...Option) *Mutex {
+	return c.lock(key, driver.Exclusive, opts)
+}
+
+// lock returns the description of a lock of kind on key.
+func (c *Client) lock(key string, kind driver.Kind, opts []Option) *Mutex {
+	m := &Mutex{c: c, key: key, kind: kind}
+	if c != nil {
+		m.opts = c.opts
+	} else {
+		m.opts = defaultOptions() // Lock reports the missing backend
+	}
+	for _, opt := range opts {
+		opt(&m.opts)
+	}
+	return m
+}
+
+// Mutex is a distributed mutual-exclusion lock on one key.
+//
+// Holding it is a lease, not a guarantee: a process pause, a network
+// partition or a server failover can end the lease while the holder still
+// runs. It is NOT safe to assume the lock is held until Unlock returns.
+// Watch [Lock.Done] (or run the work under [Lock.Context]) and pass
+// [Lock.Token] to every resource you write, so that it can reject a holder
+// whose lease has ended (see package fence).
+//
+// A Mutex is re-entrant for an owner identity given with [WithOwner] or
+// carried by the context ([ContextWithOwner]); see [OwnerID].
+type Mutex struct {
+	c     *Client
+	key   string
+	opts  options
+	kind  driver.Kind // what each holding takes: a mutex, a side of a read-write lock, a permit
+	limit int         // the semaphore's size, with driver.Permit
+}
+
+// Key returns the lock's name.
+func (m *Mutex) Key() string { return m.key }
+
+// TryLock makes one attempt to take the lock. It returns [ErrNotObtained]
+// at once if the lock is held elsewhere. If the backend's reply is lost
+// (an error), TryLock releases whatever the attempt may have taken before
+// it returns the error, so a failed TryLock never leaves a lock behind
+// except for a backend that is unreachable, where the lease expires on its own.
+func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
+	req, err := m.request(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	g, err := m.c.backend.Acquire(ctx, req)
+	switch {
+	case refused(err):
+		return nil, m.refusal(err)
+	case err != nil:
+		m.abandon(ctx, req.Lease)
+		return nil, fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+	case !g.Acquired:
+		return nil, ErrNotObtained
+	}
+	return m.newLock(req.Lease, start, g, false)
+}
+
+// Lock takes the lock, waiting as long as it takes, until ctx is done. It
+// never gives up on its own: bound the wait with a ctx deadline. When ctx
+// ends first, the error wraps both [ErrNotObtained] and ctx.Err(), and the
+// last backend error if there was one.
+//
+// Backends that can notify a release wake the waiter within about one round
+// trip; others are polled with jittered backoff (see [WithBackoff]), never
+// sleeping past the holder's remaining lease. Backend errors are retried
+// with the same owner token, so an attempt whose reply was lost but which
+// was applied is recognised as success.
+func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+	req, err := m.request(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.Fair || req.Kind == driver.Write {
+		// A waiter in line (a fair one, or a writer holding readers off)
+		// renews its place with every attempt; the place outlives a few
+		// missed attempts, not a vanished waiter for long.
+		req.Queue = 2*m.opts.safetyPoll + time.Second
+	}
+	w := wait{m: m, req: req}
+	defer w.stop()
+	for {
+		start := time.Now()
+		g, err := m.c.backend.Acquire(ctx, req)
+		switch {
+		case refused(err):
+			return nil, m.refusal(err)
+		case err == nil && g.Acquired:
+			return m.newLock(req.Lease, start, g, w.ambiguous)
+		}
+		if w.sleep(ctx, g, err) {
+			continue
+		}
+		if req.Queue > 0 || w.ambiguous {
+			// Leave the line, withdraw a writer's claim, and give back a
+			// grant that a lost reply may have made.
+			m.abandon(ctx, req.Lease)
+		}
+		if w.lastErr != nil {
+			return nil, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr)
+		}
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err())
+	}
+}
+
+// wait is the state of one waiting Lock between its attempts.
+type wait struct {
+	m         *Mutex
+	req       driver.Request
+	watch     driver.Watch // nil until the first contention, or without Notify
+	lastErr   error
+	ambiguous bool // an attempt's outcome is unknown
+	timer     *time.Timer
+	backoffN  int
+}
+
+// sleep waits after an attempt that returned g and err, until the next
+// attempt is due or a release is notified. It reports false when ctx ended.
+func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
+	opts := &w.m.opts
+	var delay time.Duration
+	switch {
+	case err != nil:
+		w.lastErr, w.ambiguous = err, true
+		w.backoffN++
+		delay = opts.backoff.Next(w.backoffN)
+	case w.watch == nil && w.m.c.caps.Notify:
+		// Subscribe on first contention, then retry at once: a release
+		// between the attempt and the subscription is caught by that
+		// retry, and every later one by the watch.
+		turn := ""
+		if w.req.Fair {
+			turn = w.req.Owner // wake only when it is this waiter's turn
+		}
+		watch, werr := w.m.c.backend.Watch(ctx, w.m.key, turn)
+		if werr == nil {
+			w.watch = watch
+			return true
+		}
+		w.lastErr = werr
+		w.backoffN++
+		delay = opts.backoff.Next(w.backoffN)
+	case w.watch != nil:
+		delay = opts.safetyPoll
+	default:
+		w.backoffN++
+		delay = opts.backoff.Next(w.backoffN)
+	}
+	if err == nil && g.RetryAfter > 0 && delay > g.RetryAfter {
+		delay = g.RetryAfter
+	}
+	if w.req.Queue > 0 && delay > w.req.Queue/3 {
+		delay = w.req.Queue / 3
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(delay)
+	} else {
+		w.timer.Reset(delay)
+	}
+	var notified <-chan struct{}
+	if w.watch != nil {
+		notified = w.watch.C()
+	}
+	select {
+	case <-w.timer.C:
+		return true
+	case <-notified:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stop frees the wait's watch and timer.
+func (w *wait) stop() {
+	if w.watch != nil {
+		w.watch.Close()
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// request checks the call and returns its acquisition request, with a
+// fresh owner token.
+func (m *Mutex) request(ctx context.Context) (driver.Request, error) {
+	if ctx == nil {
+		return driver.Request{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if m == nil {
+		return driver.Request{}, fmt.Errorf("%w: nil Mutex", ErrInvalidArgument)
+	}
+	if err := m.c.usable(); err != nil {
+		return driver.Request{}, err
+	}
+	caps := m.c.caps
+	switch {
+	case m.opts.fair && (!caps.Fair || m.kind != driver.Exclusive):
+		return driver.Request{}, m.unsupported("fair")
+	case m.kind == driver.Permit && !caps.Semaphore,
+		(m.kind == driver.Write || m.kind == driver.Read) && !caps.ReadWrite:
+		return driver.Request{}, m.unsupported("")
+	}
+	if err := m.opts.validate(m.key); err != nil {
+		return driver.Request{}, err
+	}
+	id := m.opts.owner
+	if id.IsZero() && m.kind == driver.Exclusive {
+		var given bool
+		if id, given = OwnerFromContext(ctx); given && id.IsZero() {
+			return driver.Request{}, fmt.Errorf("%w: the context carries a zero OwnerID", ErrInvalidArgument)
+		}
+	}
+	var reentry string
+	if !id.IsZero() {
+		if m.kind != driver.Exclusive || !caps.Reentrant {
+			return driver.Request{}, m.unsupported("re-entrant")
+		}
+		reentry = id.digest()
+	}
+	return driver.Request{
+		Lease:   driver.Lease{Key: m.key, Owner: newOwner(), Kind: m.kind},
+		TTL:     m.opts.ttl,
+		Limit:   m.limit,
+		Meta:    m.opts.meta,
+		Fair:    m.opts.fair,
+		Reentry: reentry,
+	}, nil
+}
+
+// unsupported is the error for a lock the backend (or the kind) does not
+// offer; adjective qualifies it ("fair", "re-entrant").
+func (m *Mutex) unsupported(adjective string) error {
+	what := "lock"
+	switch m.kind {
+	case driver.Write, driver.Read:
+		what = "read-write lock"
+	case driver.Permit:
+		what = "semaphore"
+	}
+	if adjective != "" {
+		what = adjective + " " + what
+	}
+	return fmt.Errorf("distlock: %s %q: %w by this backend", what, m.key, errors.ErrUnsupported)
+}
+
+// abandon releases what an attempt with an unknown outcome may have taken,
+// and leaves the key's queue. It is detached from ctx, which is usually
+// what ended the attempt.
+func (m *Mutex) abandon(ctx context.Context, l driver.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
+	defer cancel()
+	_ = m.c.backend.Release(rctx, l) // best effort: the lease expires anyway
+}
+
+// newLock returns the handle of grant g. ambiguous reports that an earlier
+// attempt of the same owner had an unknown outcome (see Lock.floor).
+func (m *Mutex) newLock(l driver.Lease, start time.Time, g driver.Grant, ambiguous bool) (*Lock, error) {
+	if g.ValidFor <= 0 {
+		// A grant that is already worthless is a backend bug or a clock
+		// problem; holding it would break mutual exclusion.
+		m.abandon(context.Background(), l)
+		return nil, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor)
+	}
+	return startLock(m, l, start, g, ambiguous), nil
+}
+
+// newOwner returns 128 random bits, hex encoded. crypto/rand never fails
+// on supported platforms.
+func newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// refused reports whether the backend refused a request outright (a key
+// it cannot store, a kind it does not offer): retrying cannot help, and
+// nothing was taken.
+func refused(err error) bool {
+	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported)
+}
+
+// refusal is the error of Lock and TryLock for a request the backend
+// refused.
+func (m *Mutex) refusal(err error) error {
+	if errors.Is(err, driver.ErrInvalidKey) {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+	}
+	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+}
+
+// isNotHeld reports whether a backend says the owner no longer holds the key.
+func isNotHeld(err error) bool { return errors.Is(err, driver.ErrNotHeld) }

@@ -1,0 +1,274 @@
+package distlock_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/memlock"
+)
+
+// reentries records the re-entrant identities a backend receives.
+type reentries struct {
+	*memlock.Backend
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *reentries) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	r.mu.Lock()
+	r.seen = append(r.seen, req.Reentry)
+	r.mu.Unlock()
+	return r.Backend.Acquire(ctx, req)
+}
+
+func TestReentrantMutex(t *testing.T) {
+	ctx := context.Background()
+	b := &reentries{Backend: memlock.New()}
+	c := distlock.New(b)
+	id := distlock.NewOwnerID()
+	outer, err := c.Mutex("k").Lock(distlock.ContextWithOwner(ctx, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Mutex("k", distlock.WithOwner(id)).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("a nested TryLock by the same identity: %v", err)
+	}
+	if inner.Token() != outer.Token() {
+		t.Errorf("nested hold token %d; want %d", inner.Token(), outer.Token())
+	}
+	if _, err := c.Mutex("k").TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+		t.Errorf("TryLock without the identity: %v; want ErrNotObtained", err)
+	}
+	// The option wins over the context.
+	other := distlock.ContextWithOwner(ctx, distlock.NewOwnerID())
+	if l, err := c.Mutex("k", distlock.WithOwner(id)).TryLock(other); err != nil {
+		t.Errorf("TryLock with WithOwner(id) and another identity in ctx: %v; want the option's identity", err)
+	} else {
+		_ = l.Unlock(ctx)
+	}
+	info, err := c.Inspect(ctx, "k")
+	if err != nil || info.Holds != 2 {
+		t.Errorf("Inspect: %+v, %v; want 2 holds", info, err)
+	}
+	for _, l := range []*distlock.Lock{outer, inner} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+	}
+	if info, _ := c.Inspect(ctx, "k"); info.Held {
+		t.Errorf("held after every hold was unlocked")
+	}
+	// The backend never sees the secret, only a digest, the same each time.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.seen) < 2 || b.seen[0] == "" || b.seen[0] != b.seen[1] {
+		t.Fatalf("identities sent: %q; want one digest, the same for both calls", b.seen)
+	}
+	if strings.Contains(b.seen[0], id.Secret()) {
+		t.Errorf("the backend received the secret itself: %q", b.seen[0])
+	}
+}
+
+func TestReentrantMisuse(t *testing.T) {
+	ctx := context.Background()
+	id := distlock.NewOwnerID()
+	withID := distlock.ContextWithOwner(ctx, id)
+	c := distlock.New(memlock.New())
+	plain := distlock.New(plainOnly{memlock.New()})
+	for name, tc := range map[string]struct {
+		try  func() (*distlock.Lock, error)
+		want error
+	}{
+		"WithOwner on a backend without re-entrancy": {func() (*distlock.Lock, error) {
+			return plain.Mutex("k", distlock.WithOwner(id)).TryLock(ctx)
+		}, errors.ErrUnsupported},
+		"identity in ctx on a backend without re-entrancy": {func() (*distlock.Lock, error) {
+			return plain.Mutex("k").Lock(withID)
+		}, errors.ErrUnsupported},
+		"WithOwner on an RWMutex": {func() (*distlock.Lock, error) {
+			return c.RWMutex("rw", distlock.WithOwner(id)).TryLock(ctx)
+		}, errors.ErrUnsupported},
+		"WithOwner on a Semaphore": {func() (*distlock.Lock, error) {
+			return c.Semaphore("s", 2, distlock.WithOwner(id)).TryAcquire(ctx)
+		}, errors.ErrUnsupported},
+		"zero OwnerID option": {func() (*distlock.Lock, error) {
+			return c.Mutex("k", distlock.WithOwner(distlock.OwnerID{})).TryLock(ctx)
+		}, distlock.ErrInvalidArgument},
+		"zero OwnerID in ctx": {func() (*distlock.Lock, error) {
+			return c.Mutex("k").TryLock(distlock.ContextWithOwner(ctx, distlock.OwnerID{}))
+		}, distlock.ErrInvalidArgument},
+	} {
+		if l, err := tc.try(); !errors.Is(err, tc.want) {
+			if l != nil {
+				_ = l.Unlock(ctx)
+			}
+			t.Errorf("%s: %v; want %v", name, err, tc.want)
+		}
+	}
+	// RWMutex and Semaphore ignore an identity carried by the context.
+	for name, try := range map[string]func() (*distlock.Lock, error){
+		"RWMutex":   func() (*distlock.Lock, error) { return c.RWMutex("rw").TryLock(withID) },
+		"Semaphore": func() (*distlock.Lock, error) { return c.Semaphore("s", 1).TryAcquire(withID) },
+	} {
+		l, err := try()
+		if err != nil {
+			t.Errorf("%s with an identity in ctx: %v; want it ignored", name, err)
+			continue
+		}
+		if _, err := try(); !errors.Is(err, distlock.ErrNotObtained) {
+			t.Errorf("%s taken twice with one identity in ctx: %v; want ErrNotObtained (no re-entrancy)", name, err)
+		}
+		_ = l.Unlock(ctx)
+	}
+}
+
+func TestOwnerIDHidesItsSecret(t *testing.T) {
+	id := distlock.NewOwnerID()
+	secret := id.Secret()
+	if len(secret) != 32 {
+		t.Fatalf("Secret() = %q; want 32 hex digits", secret)
+	}
+	var logs bytes.Buffer
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("locking", "owner", id)
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("locking", "owner", id)
+	js, _ := json.Marshal(struct{ Owner distlock.OwnerID }{id})
+	for _, shown := range []string{
+		fmt.Sprint(id), fmt.Sprintf("%v %+v %#v %s %q", id, id, id, id, id), id.String(),
+		logs.String(), string(js),
+	} {
+		if strings.Contains(shown, secret) {
+			t.Errorf("the secret shows in %q", shown)
+		}
+	}
+	if distlock.NewOwnerID() == id {
+		t.Errorf("two NewOwnerID calls returned the same identity")
+	}
+	back, err := distlock.ParseOwnerID(secret)
+	if err != nil || back != id {
+		t.Errorf("ParseOwnerID(Secret()) = %v, %v; want the identity back", back, err)
+	}
+	for _, bad := range []string{"", "xyz", secret[:31], secret + "0", strings.ToUpper(secret)} {
+		if _, err := distlock.ParseOwnerID(bad); !errors.Is(err, distlock.ErrInvalidArgument) {
+			t.Errorf("ParseOwnerID(%q): %v; want ErrInvalidArgument", bad, err)
+		}
+	}
+	if got, ok := distlock.OwnerFromContext(distlock.ContextWithOwner(context.Background(), id)); !ok || got != id {
+		t.Errorf("OwnerFromContext: %v, %v", got, ok)
+	}
+	if _, ok := distlock.OwnerFromContext(context.Background()); ok {
+		t.Errorf("OwnerFromContext of a plain context reports an identity")
+	}
+}
+
+// ExampleOwnerID hands a held lock to another worker (which could be
+// another process, given the secret): it enters the lock with the same
+// identity, and the lease never lapses in between.
+func ExampleOwnerID() {
+	ctx := context.Background()
+	c := distlock.New(memlock.New())
+
+	id := distlock.NewOwnerID()
+	first, _ := c.Mutex("migration").Lock(distlock.ContextWithOwner(ctx, id))
+
+	// The other worker receives id.Secret() over a trusted channel.
+	handed, _ := distlock.ParseOwnerID(id.Secret())
+	second, err := c.Mutex("migration", distlock.WithOwner(handed)).TryLock(ctx)
+	fmt.Println("entered:", err == nil, "same token:", second.Token() == first.Token())
+
+	first.Unlock(ctx) // the first worker leaves; the second still holds
+	_, err = c.Mutex("migration").TryLock(ctx)
+	fmt.Println("others still excluded:", errors.Is(err, distlock.ErrNotObtained))
+	second.Unlock(ctx)
+	// Output:
+	// entered: true same token: true
+	// others still excluded: true
+}
+
+func TestInspect(t *testing.T) {
+	ctx := context.Background()
+	c := distlock.New(memlock.New(), distlock.WithTTL(time.Minute))
+	l, err := c.Mutex("k", distlock.WithMetadata(map[string]string{"job": "report"})).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	info, err := c.Inspect(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Key != "k" || !info.Held || info.Kind != distlock.KindMutex || info.Token != l.Token() ||
+		info.Holds != 1 || info.TTL <= 0 || info.TTL > time.Minute || info.Meta["job"] != "report" {
+		t.Errorf("Inspect: %+v", info)
+	}
+	var nilCtx context.Context
+	var nilClient *distlock.Client
+	for name, err := range map[string]error{
+		"empty key":   errOf(c.Inspect(ctx, "")),
+		"nil ctx":     errOf(c.Inspect(nilCtx, "k")),
+		"nil client":  errOf(nilClient.Inspect(ctx, "k")),
+		"nil backend": errOf(distlock.New(nil).Inspect(ctx, "k")),
+	} {
+		if err == nil {
+			t.Errorf("Inspect with %s: no error", name)
+		}
+	}
+	for k, want := range map[distlock.Kind]string{distlock.KindMutex: "mutex", distlock.KindWrite: "write", distlock.KindRead: "read", distlock.KindPermit: "permit", 9: "Kind(9)"} {
+		if k.String() != want {
+			t.Errorf("Kind(%d).String() = %q; want %q", k, k.String(), want)
+		}
+	}
+}
+
+func errOf(_ distlock.Info, err error) error { return err }
+
+func ExampleClient_Inspect() {
+	ctx := context.Background()
+	c := distlock.New(memlock.New())
+	l, _ := c.Mutex("orders:42", distlock.WithMetadata(map[string]string{"job": "invoice"})).Lock(ctx)
+	defer l.Unlock(ctx)
+
+	info, _ := c.Inspect(ctx, "orders:42")
+	fmt.Println(info.Held, info.Kind, info.Token, info.Holds, info.Meta["job"])
+	// Output: true mutex 1 1 invoice
+}
+
+// refusing refuses every request with err, as a backend refuses a key it
+// cannot store or a kind it does not offer.
+type refusing struct {
+	*memlock.Backend
+	err error
+}
+
+func (r refusing) Acquire(context.Context, driver.Request) (driver.Grant, error) {
+	return driver.Grant{}, r.err
+}
+
+// TestBackendRefuses: a request the backend refuses outright fails Lock at
+// once, rather than being retried until ctx ends.
+func TestBackendRefuses(t *testing.T) {
+	for _, tc := range []struct{ err, want error }{
+		{fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey), distlock.ErrInvalidKey},
+		{fmt.Errorf("backend: no such kind: %w", errors.ErrUnsupported), errors.ErrUnsupported},
+	} {
+		c := distlock.New(refusing{memlock.New(), tc.err})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := c.Mutex("k").Lock(ctx); !errors.Is(err, tc.want) || ctx.Err() != nil {
+			t.Errorf("Lock refused with %v: %v (ctx: %v); want %v at once", tc.err, err, ctx.Err(), tc.want)
+		}
+		if _, err := c.Mutex("k").TryLock(ctx); !errors.Is(err, tc.want) {
+			t.Errorf("TryLock refused with %v: %v; want %v", tc.err, err, tc.want)
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,183 @@
+package sqllock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/sqllock"
+)
+
+// eachDatabase runs f on PostgreSQL, MariaDB and SQLite.
+func eachDatabase(t *testing.T, f func(t *testing.T, d database)) {
+	t.Run("postgres", func(t *testing.T) { _, d := startPostgres(t); f(t, d) })
+	t.Run("mariadb", func(t *testing.T) { _, d := startMariaDB(t); f(t, d) })
+	t.Run("sqlite", func(t *testing.T) { f(t, sqliteFile(t)) })
+}
+
+// TestConcurrentAttemptsOneWinner: many pools attempt the same free key at
+// the same moment, round after round: exactly one is granted each round
+// and the tokens never repeat.
+func TestConcurrentAttemptsOneWinner(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, d database) {
+		const pools, rounds = 16, 15
+		backends := make([]*sqllock.Backend, pools)
+		for i := range backends {
+			backends[i] = d.backend(t)
+		}
+		ctx := context.Background()
+		key := "contended"
+		var last uint64
+		for r := range rounds {
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				winners []driver.Lease
+				tokens  []uint64
+			)
+			start := make(chan struct{})
+			for i, b := range backends {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l := driver.Lease{Key: key, Owner: "owner-" + string(rune('a'+i)) + "-" + string(rune('a'+r))}
+					<-start
+					for {
+						g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: 30 * time.Second})
+						if err != nil { // a busy SQLite file or a deadlock report: try again
+							continue
+						}
+						if g.Acquired {
+							mu.Lock()
+							winners, tokens = append(winners, l), append(tokens, g.Token)
+							mu.Unlock()
+						}
+						return
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if len(winners) != 1 {
+				t.Fatalf("round %d: %d of %d concurrent attempts granted (tokens %v); want exactly 1", r, len(winners), pools, tokens)
+			}
+			if tokens[0] <= last {
+				t.Fatalf("round %d: token %d not above the previous %d", r, tokens[0], last)
+			}
+			last = tokens[0]
+			if err := backends[0].Release(ctx, winners[0]); err != nil {
+				t.Fatalf("round %d: Release: %v", r, err)
+			}
+		}
+	})
+}
+
+// TestTokensSurviveRestart: tokens come from the table, so a database
+// killed with SIGKILL and restarted goes on above the last one issued.
+func TestTokensSurviveRestart(t *testing.T) {
+	type server interface{ Restart() }
+	for _, tc := range []struct {
+		name  string
+		start func(t testing.TB) (server, database)
+	}{
+		{"postgres", func(t testing.TB) (server, database) { return startPostgres(t) }},
+		{"mariadb", func(t testing.TB) (server, database) { return startMariaDB(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, d := tc.start(t)
+			key := "durable"
+			c := distlock.New(d.backend(t))
+			var last uint64
+			for range 5 {
+				l := lock(t, c.Mutex(key))
+				last = l.Token()
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Fatalf("Unlock: %v", err)
+				}
+			}
+			srv.Restart() // SIGKILL, then start on the same data
+			l := lock(t, distlock.New(d.backend(t)).Mutex(key))
+			defer l.Unlock(context.Background())
+			if l.Token() <= last {
+				t.Fatalf("token after kill -9 and restart: %d; want above the last one issued, %d", l.Token(), last)
+			}
+		})
+	}
+}
+
+// TestPausedDatabase: a database stalled past the TTL ends the holder's
+// handle by its ValidUntil (renewals cannot be confirmed), and once the
+// database answers again another client takes the key with a higher token,
+// because the lease ran out by the database's clock meanwhile.
+func TestPausedDatabase(t *testing.T) {
+	type server interface {
+		Pause()
+		Resume()
+	}
+	for _, tc := range []struct {
+		name  string
+		start func(t testing.TB) (server, database)
+	}{
+		{"postgres", func(t testing.TB) (server, database) { return startPostgres(t) }},
+		{"mariadb", func(t testing.TB) (server, database) { return startMariaDB(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, d := tc.start(t)
+			const ttl = time.Second
+			key := "paused"
+			holder := lock(t, distlock.New(d.backend(t), distlock.WithTTL(ttl)).Mutex(key))
+			other := distlock.New(d.backend(t), distlock.WithTTL(10*time.Second)).Mutex(key)
+			if l, err := other.TryLock(ctxFor(t, 5*time.Second)); !errors.Is(err, distlock.ErrNotObtained) {
+				if l != nil {
+					l.Unlock(context.Background())
+				}
+				t.Fatalf("TryLock of a held key: %v", err)
+			}
+			srv.Pause()
+			paused := true
+			defer func() {
+				if paused {
+					srv.Resume()
+				}
+			}()
+			select {
+			case <-holder.Done():
+				if late := time.Since(holder.ValidUntil()); late > 500*time.Millisecond {
+					t.Errorf("Done closed %v after ValidUntil", late)
+				}
+			case <-time.After(3 * ttl):
+				t.Fatalf("holder's Done not closed %v into the stall (TTL %v)", 3*ttl, ttl)
+			}
+			time.Sleep(ttl) // past the lease by any clock
+			srv.Resume()
+			paused = false
+			l, err := other.Lock(ctxFor(t, 20*time.Second))
+			if err != nil {
+				t.Fatalf("Lock after the stall: %v", err)
+			}
+			defer l.Unlock(context.Background())
+			if l.Token() <= holder.Token() {
+				t.Errorf("token after the stall %d; want above the lost holder's %d", l.Token(), holder.Token())
+			}
+		})
+	}
+}
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func lock(t testing.TB, m *distlock.Mutex) *distlock.Lock {
+	t.Helper()
+	l, err := m.Lock(ctxFor(t, 20*time.Second))
+	if err != nil {
+		t.Fatalf("Lock(%q): %v", m.Key(), err)
+	}
+	return l
+}

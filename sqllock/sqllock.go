@@ -1,0 +1,386 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// Backend is a lock store in one table of an SQL database. Its methods may
+// be called concurrently. It uses the *sql.DB it was given (its driver,
+// its pool) and never closes it, unless it was opened from a URL.
+type Backend struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string
+	drift   func(time.Duration) time.Duration
+	schema  bool // create the table on first use
+	ownsDB  bool
+
+	mu    sync.Mutex
+	ready bool // the table was created (or is not ours to create)
+
+	acquire, release, released, refresh, inspect, refused stmt
+}
+
+var _ driver.Backend = (*Backend)(nil)
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithTable sets the lease table's name (default [DefaultTable]): one or
+// two dot-separated SQL identifiers. New rejects anything else.
+func WithTable(name string) Option { return func(b *Backend) { b.table = name } }
+
+// WithDialect sets the dialect instead of detecting it from the driver.
+func WithDialect(d Dialect) Option { return func(b *Backend) { b.dialect = d } }
+
+// WithoutSchema stops New's backend from creating the lease table: it must
+// exist already (see [Schema]), as where a migration tool owns the DDL.
+func WithoutSchema() Option { return func(b *Backend) { b.schema = false } }
+
+// WithOwnedDB makes Close close the *sql.DB too, for a db made only for
+// the backend (as the URL openers do).
+func WithOwnedDB() Option { return func(b *Backend) { b.ownsDB = true } }
+
+// WithDrift sets the clock drift allowance subtracted from a lease's TTL to
+// get its local validity (default driver.DefaultDrift: 1% + 2ms).
+func WithDrift(f func(ttl time.Duration) time.Duration) Option {
+	return func(b *Backend) { b.drift = f }
+}
+
+// New returns a backend that keeps its leases in a table of db. The
+// dialect is detected from db's driver (see [DetectDialect]) unless
+// [WithDialect] gives it.
+func New(db *sql.DB, opts ...Option) (*Backend, error) {
+	if db == nil {
+		return nil, errors.New("sqllock: nil *sql.DB")
+	}
+	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true}
+	for _, o := range opts {
+		o(b)
+	}
+	if b.dialect == "" {
+		d, err := DetectDialect(db)
+		if err != nil {
+			return nil, err
+		}
+		b.dialect = d
+	}
+	if _, err := Schema(b.dialect, b.table); err != nil {
+		return nil, err
+	}
+	if b.drift == nil {
+		return nil, errors.New("sqllock: nil drift function")
+	}
+	b.ready = !b.schema
+	b.prepareStatements()
+	return b, nil
+}
+
+// Placeholders: $1 name, $2 owner, $3 ttl in microseconds, $4 meta.
+func (b *Backend) prepareStatements() {
+	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	// A free, expired or own row is taken; the token moves on unless the
+	// owner repeats a grant it still holds. Each dialect evaluates the
+	// conditions against the row as it was, under the row's lock, so
+	// concurrent attempts cannot both win.
+	switch b.dialect {
+	case Postgres:
+		// One round trip: the refused case reads the holder's remaining
+		// lease in the same statement.
+		b.acquire = p(`WITH up AS (
+	INSERT INTO T AS t (name, owner, token, holds, expires_us, since_us, meta)
+	VALUES ($1, $2, 1, 1, NOW + $3, NOW, $4)
+	ON CONFLICT (name) DO UPDATE SET
+		token = CASE WHEN t.owner = $2 AND t.expires_us > NOW THEN t.token ELSE t.token + 1 END,
+		since_us = CASE WHEN t.owner = $2 AND t.expires_us > NOW THEN t.since_us ELSE NOW END,
+		owner = $2, holds = 1, expires_us = NOW + $3, meta = $4
+	WHERE t.owner = '' OR t.owner = $2 OR t.expires_us <= NOW
+	RETURNING t.token
+)
+SELECT true, token, 0::BIGINT FROM up
+UNION ALL
+SELECT false, 0::BIGINT, expires_us - NOW FROM T WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
+	case MySQL:
+		// One round trip when granted: MySQL has no RETURNING, so the
+		// token comes back as LAST_INSERT_ID(expr) in the OK packet (0:
+		// refused). Assignments run left to right and see the values
+		// assigned before them, so owner is decided on the old row and
+		// the columns after it ask whether owner is now ours. The VALUES
+		// row is evaluated even when the key exists, so a refusal resets
+		// LAST_INSERT_ID to 0.
+		b.acquire = p(`INSERT INTO T (name, owner, token, holds, expires_us, since_us, meta)
+	VALUES ($1, $2, LAST_INSERT_ID(1), 1, NOW + $3, NOW, $4)
+	ON DUPLICATE KEY UPDATE
+		token = IF(owner = $2 AND expires_us > NOW, LAST_INSERT_ID(token),
+			IF(owner = '' OR expires_us <= NOW, LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0))),
+		since_us = IF(owner = $2 AND expires_us > NOW, since_us, IF(owner = '' OR expires_us <= NOW, NOW, since_us)),
+		owner = IF(owner = '' OR owner = $2 OR expires_us <= NOW, $2, owner),
+		holds = IF(owner = $2, 1, holds),
+		meta = IF(owner = $2, $4, meta),
+		expires_us = IF(owner = $2, NOW + $3, expires_us)`)
+	default:
+		b.acquire = p(`INSERT INTO T (name, owner, token, holds, expires_us, since_us, meta)
+	VALUES ($1, $2, 1, 1, NOW + $3, NOW, $4)
+	ON CONFLICT (name) DO UPDATE SET
+		token = CASE WHEN owner = $2 AND expires_us > NOW THEN token ELSE token + 1 END,
+		since_us = CASE WHEN owner = $2 AND expires_us > NOW THEN since_us ELSE NOW END,
+		owner = $2, holds = 1, expires_us = NOW + $3, meta = $4
+	WHERE owner = '' OR owner = $2 OR expires_us <= NOW
+	RETURNING token`)
+	}
+	b.refused = p(`SELECT expires_us - NOW FROM T WHERE name = $1`)
+	// The row stays, with its token, marked free; last_owner remembers the
+	// release so that its repeat reports success. MySQL assigns left to
+	// right: last_owner takes owner before owner is cleared.
+	b.release = p(`UPDATE T SET last_owner = owner, owner = '', holds = 0, expires_us = 0
+	WHERE name = $1 AND owner = $2 AND expires_us > NOW`)
+	b.released = p(`SELECT 1 FROM T WHERE name = $1 AND last_owner = $2`)
+	b.refresh = p(`UPDATE T SET expires_us = NOW + $3 WHERE name = $1 AND owner = $2 AND expires_us > NOW`)
+	b.inspect = p(`SELECT owner <> '' AND expires_us > NOW, token, holds, expires_us - NOW, since_us, meta FROM T WHERE name = $1`)
+}
+
+// Dialect returns the dialect b speaks.
+func (b *Backend) Dialect() Dialect { return b.dialect }
+
+// Table returns the lease table's name.
+func (b *Backend) Table() string { return b.table }
+
+// Capabilities implements driver.Backend: exclusive locks only, and
+// waiters poll (no notification).
+func (b *Backend) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+
+// ensure creates the table on first use. A failure is returned and tried
+// again on the next call.
+func (b *Backend) ensure(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ready {
+		return nil
+	}
+	ddl, _ := Schema(b.dialect, b.table) // checked by New
+	var err error
+	// PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when two sessions
+	// race to create the table; the second try sees it.
+	for range 3 {
+		if _, err = b.db.ExecContext(ctx, ddl); err == nil {
+			b.ready = true
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("sqllock: creating table %s: %w", b.table, err)
+}
+
+// checkLease rejects what the table cannot store.
+func checkLease(l driver.Lease) error {
+	switch {
+	case l.Key == "" || len(l.Key) > maxKeyBytes || !utf8.ValidString(l.Key) || strings.IndexByte(l.Key, 0) >= 0:
+		return fmt.Errorf("sqllock: key %.40q: %w (want 1 to %d bytes of UTF-8 without NUL)", l.Key, driver.ErrInvalidKey, maxKeyBytes)
+	case l.Owner == "" || len(l.Owner) > maxOwnerBytes || !utf8.ValidString(l.Owner) || strings.IndexByte(l.Owner, 0) >= 0:
+		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8", len(l.Owner), maxOwnerBytes)
+	case l.Kind != driver.Exclusive:
+		return fmt.Errorf("sqllock: lock kind %d: %w", l.Kind, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
+
+func (b *Backend) start(ctx context.Context) error {
+	if b == nil || b.db == nil {
+		return errors.New("sqllock: nil or zero *Backend: use New")
+	}
+	return b.ensure(ctx)
+}
+
+// Acquire implements driver.Backend.
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := checkLease(req.Lease); err != nil {
+		return driver.Grant{}, err
+	}
+	if req.TTL <= 0 {
+		return driver.Grant{}, fmt.Errorf("sqllock: TTL %v is not positive", req.TTL)
+	}
+	if req.Fair || req.Reentry != "" {
+		return driver.Grant{}, fmt.Errorf("sqllock: fair and re-entrant locks: %w", errors.ErrUnsupported)
+	}
+	if err := b.start(ctx); err != nil {
+		return driver.Grant{}, err
+	}
+	meta := ""
+	if len(req.Meta) > 0 {
+		m, err := json.Marshal(req.Meta)
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("sqllock: metadata: %w", err)
+		}
+		meta = string(m)
+	}
+	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta)
+	var (
+		granted bool
+		token   int64
+		left    sql.NullInt64 // the holder's remaining lease, when refused
+	)
+	switch b.dialect {
+	case Postgres:
+		err := b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&granted, &token, &left)
+		if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
+			return driver.Grant{}, nil
+		}
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+		}
+	case MySQL:
+		res, err := b.db.ExecContext(ctx, b.acquire.query, args...)
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+		}
+		if token, err = res.LastInsertId(); err != nil {
+			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+		}
+		granted = token > 0
+	default:
+		err := b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&token)
+		granted = err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+		}
+	}
+	if granted {
+		return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
+	}
+	if b.dialect != Postgres {
+		// A second round trip, on the refused path only.
+		err := b.db.QueryRowContext(ctx, b.refused.query, b.refused.args(req.Key)...).Scan(&left)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return driver.Grant{}, nil // refused; the wait is only unknown
+		}
+	}
+	g := driver.Grant{}
+	if left.Valid {
+		g.RetryAfter = max(time.Duration(left.Int64)*time.Microsecond, time.Millisecond)
+	}
+	return g, nil
+}
+
+// Release implements driver.Backend.
+func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	if err := checkLease(l); err != nil {
+		return err
+	}
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	res, err := b.db.ExecContext(ctx, b.release.query, b.release.args(l.Key, l.Owner)...)
+	if err != nil {
+		return fmt.Errorf("sqllock: release: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqllock: release: %w", err)
+	} else if n > 0 {
+		return nil
+	}
+	// Not held: a repeat of this owner's release, or not its lock.
+	var one int
+	err = b.db.QueryRowContext(ctx, b.released.query, b.released.args(l.Key, l.Owner)...).Scan(&one)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrNoRows):
+		return driver.ErrNotHeld
+	}
+	return fmt.Errorf("sqllock: release: %w", err)
+}
+
+// Refresh implements driver.Backend.
+func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	if err := checkLease(l); err != nil {
+		return 0, err
+	}
+	if ttl <= 0 {
+		return 0, fmt.Errorf("sqllock: TTL %v is not positive", ttl)
+	}
+	if err := b.start(ctx); err != nil {
+		return 0, err
+	}
+	res, err := b.db.ExecContext(ctx, b.refresh.query, b.refresh.args(l.Key, l.Owner, micros(ttl))...)
+	if err != nil {
+		return 0, fmt.Errorf("sqllock: refresh: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqllock: refresh: %w", err)
+	}
+	if n == 0 {
+		return 0, driver.ErrNotHeld
+	}
+	return ttl - b.drift(ttl), nil
+}
+
+// Inspect implements driver.Backend.
+func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := b.start(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	var (
+		held               bool
+		token, left, since int64
+		holds              int
+		meta               string
+	)
+	err := b.db.QueryRowContext(ctx, b.inspect.query, b.inspect.args(key)...).Scan(&held, &token, &holds, &left, &since, &meta)
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Info{}, nil
+	}
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
+	}
+	info := driver.Info{Token: uint64(token)}
+	if !held {
+		return info, nil
+	}
+	info.Held, info.Kind, info.Holds = true, driver.Exclusive, max(holds, 1)
+	info.TTL = time.Duration(left) * time.Microsecond
+	info.Meta = make(map[string]string)
+	if meta != "" {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(meta), &m); err != nil {
+			info.Warnings = append(info.Warnings, "the holder's metadata is not a JSON object of strings")
+		}
+		maps.Copy(info.Meta, m)
+	}
+	info.Meta["since"] = strconv.FormatInt(since/1000, 10)
+	return info, nil
+}
+
+// Watch implements driver.Backend: sqllock does not notify, so waiters
+// poll; it returns an error wrapping errors.ErrUnsupported.
+func (b *Backend) Watch(context.Context, string, string) (driver.Watch, error) {
+	return nil, fmt.Errorf("sqllock: watching releases: %w", errors.ErrUnsupported)
+}
+
+// Close implements driver.Backend. It closes the *sql.DB only with
+// [WithOwnedDB]; otherwise db stays open, as do the locks held in it.
+func (b *Backend) Close() error {
+	if b == nil || b.db == nil {
+		return errors.New("sqllock: nil or zero *Backend: use New")
+	}
+	if b.ownsDB {
+		return b.db.Close()
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+// Package sqlurl registers sqllock's URL schemes with distlock.Open, and
+// brings in the SQL drivers they need: pgx (PostgreSQL),
+// go-sql-driver/mysql (MySQL, MariaDB) and modernc.org/sqlite (SQLite,
+// pure Go). Package sqllock itself imports only database/sql, so a program
+// that passes its own *sql.DB to sqllock.New builds no driver it does not
+// use; import this package (as `import _ ".../sqllock/sqlurl"`) to open
+// backends from URLs:
+//
+//	postgres://[user[:pass]@]host[:port]/db[?pgx options][&table=T]
+//	postgresql://…                              (the same)
+//	mysql://[user[:pass]@]host[:port]/db[?driver options][&table=T]
+//	sqlite:///absolute/path/to/file.db[?table=T]
+//
+// The query option table names the lease table (default
+// sqllock.DefaultTable); the others go to the driver. A mysql:// URL
+// becomes the driver's DSN user:pass@tcp(host:port)/db?options, with
+// parseTime off. A sqlite:// file is opened in WAL mode with a busy
+// timeout of 10s, so that several processes on one host share it; SQLite
+// does not coordinate processes on different machines (a file on a network
+// share included). The backend is opened with a ping, so a URL that cannot
+// reach its database fails at once; errors never show the password.
+package sqlurl
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	_ "github.com/go-sql-driver/mysql" // registers "mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/sqllock"
+)
+
+func init() {
+	for _, s := range []string{"postgres", "postgresql", "mysql", "sqlite"} {
+		distlock.Register(s, Open)
+	}
+}
+
+// Open opens a backend from one of the URL forms of the package doc. The
+// backend closes its *sql.DB when it is closed.
+func Open(ctx context.Context, u *url.URL) (driver.Backend, error) {
+	driverName, dsn, table, err := parse(u)
+	if err != nil {
+		return nil, err
+	}
+	dialect := map[string]sqllock.Dialect{"pgx": sqllock.Postgres, "mysql": sqllock.MySQL, "sqlite": sqllock.SQLite}[driverName]
+	if _, err := sqllock.Schema(dialect, table); err != nil { // a bad table name, before connecting
+		return nil, invalid(u, "%v", err)
+	}
+	db, err := sql.Open(driverName, dsn)
+	if err != nil {
+		return nil, invalid(u, "%v", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqllock: %s: %w", u.Redacted(), err)
+	}
+	b, err := sqllock.New(db, sqllock.WithDialect(dialect), sqllock.WithTable(table), sqllock.WithOwnedDB())
+	if err != nil {
+		db.Close()
+		return nil, invalid(u, "%v", err)
+	}
+	return b, nil
+}
+
+func invalid(u *url.URL, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", distlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
+}
+
+// parse turns u into a database/sql driver name and DSN, and the table.
+func parse(u *url.URL) (driverName, dsn, table string, err error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", "", invalid(u, "query: %v", err)
+	}
+	table = sqllock.DefaultTable
+	if q.Has("table") {
+		table = q.Get("table")
+		q.Del("table")
+	}
+	v := *u
+	v.RawQuery = q.Encode()
+	switch strings.ToLower(u.Scheme) {
+	case "postgres", "postgresql":
+		if u.Host == "" {
+			return "", "", "", invalid(u, "no host")
+		}
+		return "pgx", v.String(), table, nil
+	case "mysql":
+		if u.Host == "" {
+			return "", "", "", invalid(u, "no host")
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "3306")
+		}
+		db := strings.TrimPrefix(u.Path, "/")
+		if db == "" || strings.Contains(db, "/") {
+			return "", "", "", invalid(u, "want one database name after the host")
+		}
+		user := ""
+		if u.User != nil {
+			user = u.User.Username()
+			if pass, ok := u.User.Password(); ok {
+				user += ":" + pass
+			}
+			user += "@"
+		}
+		dsn = user + "tcp(" + host + ")/" + db
+		if len(q) > 0 {
+			dsn += "?" + q.Encode()
+		}
+		return "mysql", dsn, table, nil
+	case "sqlite":
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || len(u.Path) < 2 {
+			return "", "", "", invalid(u, "want sqlite:///absolute/path/to/file.db")
+		}
+		if len(q) > 0 {
+			return "", "", "", invalid(u, "unknown option(s) %v", q)
+		}
+		return "sqlite", "file:" + u.Path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)", table, nil
+	}
+	return "", "", "", invalid(u, "scheme %q is not sqllock's", u.Scheme)
+}
