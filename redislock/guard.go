@@ -69,15 +69,19 @@ func (b *Backend) DeclareFresh(ctx context.Context) error {
 	return redisnode.DeclareFresh(ctx, b.rdb, b.prefix, b.guard().Cluster)
 }
 
-// guardWarning describes how long the restart guard still holds new
-// grants of k back, or returns "".
-func (b *Backend) guardWarning(ctx context.Context, k redisnode.Keys) string {
+// warnings returns Inspect's warnings for k: how the servers' eviction
+// policy and persistence put locks at risk (read at most once a minute),
+// and how long the restart guard still holds new grants of k back.
+func (b *Backend) warnings(ctx context.Context, k redisnode.Keys) []string {
+	var ws []string
 	g := b.guard()
-	wait, err := redisnode.GuardWait(ctx, b.rdb, k, g.MaxTTL)
-	if err != nil || wait <= 0 {
-		return ""
+	if w := b.risks.Get(ctx, b.rdb, g.MaxTTL); w != "" {
+		ws = append(ws, w)
 	}
-	return redisnode.GuardWarning(wait, g.MaxTTL)
+	if wait, err := redisnode.GuardWait(ctx, b.rdb, k, g.MaxTTL); err == nil && wait > 0 {
+		ws = append(ws, redisnode.GuardWarning(wait, g.MaxTTL))
+	}
+	return ws
 }
 
 // refreshReplicated extends owner's lease on the master of b.rdb and waits,

@@ -35,6 +35,7 @@ type Backend struct {
 	ownsRDB  bool
 	maxTTL   time.Duration // the restart guard's (see guard.go)
 	guardOff bool
+	risks    redisnode.RiskCache
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -276,7 +277,8 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 }
 
 // Inspect implements driver.Backend: a mutex or writer in one round trip,
-// readers and permits in a second, and a third for the warnings.
+// readers and permits in a second, and one or two more for the warnings
+// (see the package documentation).
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := b.check(key); err != nil {
 		return driver.Info{}, err
@@ -303,9 +305,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 			}
 		}
 	}
-	if w := redisnode.EvictionRisk(ctx, b.rdb); w != "" {
-		info.Warnings = []string{w}
-	}
+	info.Warnings = b.warnings(ctx, k)
 	return info, nil
 }
 

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,4 +92,61 @@ func (b *Backend) DeclareFresh(ctx context.Context) error {
 	e := b.quorumError("declare", "", rs)
 	e.Quorum = len(b.nodes)
 	return e
+}
+
+// warnings returns Inspect's warnings for k, one line each: how the
+// masters' eviction policies and persistence put locks at risk (read at
+// most once a minute per master), and on how many masters the restart
+// guard holds new grants of k back, for how long. Masters that do not
+// answer within the release timeout are left out.
+func (b *Backend) warnings(ctx context.Context, k redisnode.Keys) []string {
+	g := b.guard()
+	texts := make([]string, len(b.nodes))
+	waits := make([]time.Duration, len(b.nodes))
+	fo := b.fan(ctx, b.releaseTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+		texts[i] = b.risks[i].Get(ctx, rdb, g.MaxTTL)
+		waits[i], _ = redisnode.GuardWait(ctx, rdb, k, g.MaxTTL)
+		return reply{node: i, ok: true}
+	})
+	answered := make([]bool, len(b.nodes))
+	for waiting := b.all; waiting != 0; {
+		r, ok := fo.next()
+		if !ok {
+			break
+		}
+		waiting &^= 1 << r.node
+		answered[r.node] = true // texts and waits of r.node are written
+	}
+	fo.done()
+	var (
+		ws      []string
+		byText  = map[string][]string{}
+		guarded []string
+		longest time.Duration
+	)
+	for i := range b.nodes {
+		addr := b.nodes[i].addr
+		if !answered[i] {
+			continue
+		}
+		if texts[i] != "" {
+			if _, seen := byText[texts[i]]; !seen {
+				ws = append(ws, texts[i])
+			}
+			byText[texts[i]] = append(byText[texts[i]], addr)
+		}
+		if waits[i] > 0 {
+			guarded = append(guarded, addr)
+			longest = max(longest, waits[i])
+		}
+	}
+	for j, w := range ws {
+		if nodes := byText[w]; len(nodes) < len(b.nodes) {
+			ws[j] = strings.Join(nodes, ", ") + ": " + w
+		}
+	}
+	if len(guarded) > 0 {
+		ws = append(ws, strings.Join(guarded, ", ")+": "+redisnode.GuardWarning(longest, g.MaxTTL))
+	}
+	return ws
 }

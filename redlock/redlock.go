@@ -63,6 +63,7 @@ type Backend struct {
 
 	maxTTL    time.Duration // the restart guard's (see guard.go)
 	guardOff  bool
+	risks     []redisnode.RiskCache // per node
 	err       error // set by New when the configuration cannot work
 	pending   pendingSet
 	stop      chan struct{} // closed by Close: workers exit
@@ -181,6 +182,7 @@ func New(clients []redis.UniversalClient, opts ...Option) *Backend {
 		b.nodes[i].notify = redisnode.NewNotifier(b.nodes[i].rdb, 2*time.Second)
 		b.nodes[i].tasks = make(chan task)
 	}
+	b.risks = make([]redisnode.RiskCache, len(b.nodes))
 	b.all = (uint64(1) << len(b.nodes)) - 1
 	b.quorum = len(b.nodes)/2 + 1
 	return b
@@ -759,6 +761,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 		sortDesc(ttls)
 		info.Held, info.Holds, info.TTL = true, 1, ttls[b.quorum-1]
 	}
+	info.Warnings = b.warnings(ctx, k)
 	return info, nil
 }
 

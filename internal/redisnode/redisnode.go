@@ -527,22 +527,6 @@ func InspectLeases(ctx context.Context, c redis.UniversalClient, k Keys) (reader
 	return ls[0], ls[1], nil
 }
 
-// EvictionRisk returns a warning if the node's configuration lets it evict
-// keys when memory is full, lock keys included; "" if it does not, or if
-// the configuration cannot be read (CONFIG is often disabled by hosted
-// Redis services).
-func EvictionRisk(ctx context.Context, c redis.UniversalClient) string {
-	limit, err := c.ConfigGet(ctx, "maxmemory").Result()
-	if err != nil || limit["maxmemory"] == "" || limit["maxmemory"] == "0" {
-		return ""
-	}
-	policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
-	if p := policy["maxmemory-policy"]; err == nil && p != "" && p != "noeviction" {
-		return fmt.Sprintf("maxmemory-policy is %s: when memory is full, Redis may evict a held lock's key and let a second holder in; use noeviction", p)
-	}
-	return ""
-}
-
 // IsNoScript reports whether err is Redis' NOSCRIPT error.
 func IsNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")

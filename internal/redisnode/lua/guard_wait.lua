@@ -9,5 +9,5 @@ local info = redis.call('INFO', 'server')
 if redis.call('GET', KEYS[2]) == string.match(info, 'run_id:(%w+)') then
   return 0
 end
-local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) * 1000
+local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
 return math.max(0, tonumber(ARGV[1]) - up)

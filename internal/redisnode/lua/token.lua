@@ -26,7 +26,9 @@ end
 -- run id of a life known not to follow a loss, written by a declaration
 -- that the server is new, or by this function once the server has run for
 -- one maximum lease length, after which no lease granted before its start
--- can be alive. Until then, a new key waits.
+-- can be alive. Until then, a new key waits. uptime_in_seconds is the
+-- difference of two whole-second clock readings, up to a second more than
+-- the server has run: one second comes off it.
 local function issue(counter, marker, us)
   local grain, maxttl = tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
   local c = redis.call('GET', counter)
@@ -34,7 +36,7 @@ local function issue(counter, marker, us)
     local info = redis.call('INFO', 'server')
     local life = string.match(info, 'run_id:(%w+)')
     if redis.call('GET', marker) ~= life then
-      local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) * 1000
+      local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
       if up < maxttl then
         return nil, maxttl - up
       end
