@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,7 +161,7 @@ func CheckTTL(pkg string, ttl, max time.Duration) error {
 	case max <= 0:
 		return fmt.Errorf("%s: WithMaxTTL(%v): want a positive maximum lease length", pkg, max)
 	case ttl > max:
-		return fmt.Errorf("%s: TTL %v is above the maximum lease length %v, which the restart guard waits out after a server lost its data; raise it with WithMaxTTL on every client of these servers: %w",
+		return fmt.Errorf("%s: TTL %v is above the maximum lease length %v, which the restart guard waits out after a server lost its data; raise it on every client of these servers (WithMaxTTL, or max_ttl in a URL): %w",
 			pkg, ttl, max, errors.ErrUnsupported)
 	}
 	return nil
@@ -171,4 +172,28 @@ func CheckTTL(pkg string, ttl, max time.Duration) error {
 func GuardWarning(wait, maxTTL time.Duration) string {
 	return fmt.Sprintf("restart guard: the server started less than %v ago without a declaration that it lost no data (DeclareFresh); new locks are granted in %v",
 		maxTTL, wait.Round(time.Second))
+}
+
+// GuardQuery reads the restart guard's URL options and removes them from
+// q: max_ttl (a Go duration, such as 90s) and restart_guard (on or off).
+// maxTTL is 0 when not given.
+func GuardQuery(q url.Values) (maxTTL time.Duration, off bool, err error) {
+	if q.Has("max_ttl") {
+		v := q.Get("max_ttl")
+		if maxTTL, err = time.ParseDuration(v); err != nil || maxTTL <= 0 {
+			return 0, false, fmt.Errorf("max_ttl %q: want a positive duration such as 90s", v)
+		}
+		q.Del("max_ttl")
+	}
+	if q.Has("restart_guard") {
+		switch v := q.Get("restart_guard"); v {
+		case "on":
+		case "off":
+			off = true
+		default:
+			return 0, false, fmt.Errorf("restart_guard %q: want on or off", v)
+		}
+		q.Del("restart_guard")
+	}
+	return maxTTL, off, nil
 }
