@@ -45,10 +45,10 @@ type Guard struct {
 	Cluster bool
 }
 
-// boxed returns the guard's script arguments (grain in µs, maximum lease in
-// ms), boxed once for the hot path.
-func (g Guard) boxed() []any {
-	return []any{max(g.Grain.Microseconds(), 1), max(g.MaxTTL.Milliseconds(), 0)}
+// boxed returns the guard's script argument, "grain:maxttl" (µs, ms; see
+// token.lua), boxed once for the hot path.
+func (g Guard) boxed() any {
+	return strconv.FormatInt(max(g.Grain.Microseconds(), 1), 10) + ":" + strconv.FormatInt(max(g.MaxTTL.Milliseconds(), 0), 10)
 }
 
 var noGuard = Guard{}.boxed()

@@ -118,7 +118,7 @@ type Keys struct {
 	acqBox         []any
 	fair           []string // Lock, Fence, Queue, Places, Guard: a fair acquire
 	fairBox        []any
-	grant          []any // the guard's arguments, last on every script that grants
+	grant          any // the guard's argument, last on every script that grants
 }
 
 // KeysFor returns the keys of the lock named name under prefix, for
@@ -129,7 +129,7 @@ func KeysFor(prefix, name string) Keys {
 	return keysFor(prefix, name, Guard{}, noGuard)
 }
 
-func keysFor(prefix, name string, g Guard, grant []any) Keys {
+func keysFor(prefix, name string, g Guard, grant any) Keys {
 	var base string
 	if strings.ContainsAny(name, "{}") {
 		h := fnv.New64a()
@@ -168,7 +168,7 @@ func keysFor(prefix, name string, g Guard, grant []any) Keys {
 type KeyCache struct {
 	prefix string
 	guard  Guard
-	grant  []any
+	grant  any
 	mu     sync.RWMutex
 	m      map[string]Keys
 }
@@ -286,7 +286,7 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, acquireScript, k.acqBox, k.acq, owner, boxMillis(ttl), boxDesc(desc), k.grant[0], k.grant[1]).Int64()
+	n, err := run(ctx, c, acquireScript, k.acqBox, k.acq, owner, boxMillis(ttl), boxDesc(desc), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -295,14 +295,14 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 
 // AcquireCmd queues the acquire script on a pipeline; read it with Grant.
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
-	return acquireScript.EvalSha(ctx, p, k.acq, owner, ttl.Milliseconds(), desc, k.grant[0], k.grant[1])
+	return acquireScript.EvalSha(ctx, p, k.acq, owner, ttl.Milliseconds(), desc, k.grant)
 }
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
 // queued first; when not granted and place > 0, the owner joins the queue
 // (or renews its place) for place.
 func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), k.grant[0], k.grant[1]).Int64()
+	n, err := run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -311,7 +311,7 @@ func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 
 // AcquireFairCmd queues the fair acquire script on a pipeline.
 func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) *redis.Cmd {
-	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), k.grant[0], k.grant[1])
+	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), k.grant)
 }
 
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
@@ -340,7 +340,7 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 // AcquirePermit takes one of the n permits of the semaphore k names; it
 // returns the token, or 0 and the time until the first permit expires.
 func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n, k.grant[0], k.grant[1]).Int64()
+	v, err := run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n, k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -363,7 +363,7 @@ func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 // AcquireWrite takes a read-write lock for writing; with hold > 0, a writer
 // kept out by readers holds new readers off for hold.
 func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, hold time.Duration) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant[0], k.grant[1]).Int64()
+	v, err := run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -372,7 +372,7 @@ func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, t
 
 // AcquireRead takes a read-write lock for reading.
 func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl), k.grant[0], k.grant[1]).Int64()
+	v, err := run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,7 +1,7 @@
 -- Take the lock if it is free, or confirm it to the owner that already has it.
 -- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] restart guard marker
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, then the
--- token grain and the guard's maximum lease (see token.lua)
+-- token grain and the guard's maximum lease as one (see token.lua)
 -- The lock's value is: owner LF fence LF since-ms LF description.
 -- Returns the fencing token (> 0) when granted, or minus the holder's
 -- remaining TTL in ms when not: at least 1 (a lease in its last

@@ -6,7 +6,7 @@
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description,
 -- ARGV[4] how long the owner keeps its place without another attempt, in ms
 -- (0: an attempt that does not queue), then the token grain and the
--- guard's maximum lease (see token.lua)
+-- guard's maximum lease as one (see token.lua)
 -- Returns as acquire.lua: the token (> 0), or minus the holder's remaining
 -- TTL in ms (at least 1), or 0 when the lock is free but others queued
 -- first (their turn ends with a notification, not at a known time), or

@@ -3,7 +3,7 @@
 -- owner -> fencing token), KEYS[3] fencing counter, KEYS[4] restart guard
 -- marker
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] n, then the token grain and
--- the guard's maximum lease (see token.lua)
+-- the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus the time until the first permit
 -- expires, or until the restart guard lets grants through, in ms (at
 -- least 1).

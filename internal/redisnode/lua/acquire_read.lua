@@ -1,6 +1,6 @@
 -- Take a read-write lock for reading: no writer holds it or waits for it.
 -- KEYS as acquire_write.lua; ARGV[1] owner, ARGV[2] TTL in ms, then the
--- token grain and the guard's maximum lease (see token.lua)
+-- token grain and the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while a
 -- writer's lease or claim lasts, or the restart guard holds grants back; 0
 -- (no hint) for a writer key without a TTL.

@@ -4,7 +4,7 @@
 -- writer (string: owner, expiring), KEYS[6] restart guard marker
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, ARGV[4] how
 -- long to hold new readers off while waiting, in ms (0: do not), then the
--- token grain and the guard's maximum lease (see token.lua)
+-- token grain and the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while
 -- the holder's lease or a reader's lasts, or the restart guard holds grants
 -- back; 0 (no hint) for a writer key without a TTL.

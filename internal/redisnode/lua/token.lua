@@ -1,6 +1,8 @@
 -- Shared by the scripts that issue fencing tokens; prepended to them. Their
--- last two arguments are the token grain in µs and the restart guard's
--- maximum lease length in ms (0: no guard).
+-- last argument is "grain:maxttl": the token grain in µs and the restart
+-- guard's maximum lease length in ms (0: no guard). One argument, not two:
+-- a server refuses a command of more than 10 parts from a client that has
+-- not authenticated with a protocol error, which would hide its NOAUTH.
 --
 -- clock returns the server's time in µs and in ms. µs since 1970 are about
 -- 1.8e15 and stay below 2^53, so Lua's doubles hold them, and every token,
@@ -30,7 +32,8 @@ end
 -- difference of two whole-second clock readings, up to a second more than
 -- the server has run: one second comes off it.
 local function issue(counter, marker, us)
-  local grain, maxttl = tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
+  local g, m = string.match(ARGV[#ARGV], '^(%d+):(%d+)$')
+  local grain, maxttl = tonumber(g), tonumber(m)
   local c = redis.call('GET', counter)
   if not c and maxttl > 0 then
     local info = redis.call('INFO', 'server')
