@@ -7,7 +7,7 @@ STATICCHECK := $(shell command -v staticcheck 2>/dev/null || echo $(GOBIN)/stati
 # The repository's Go modules. make test runs the tests of every module in
 # MODULES; the modules in BUILD_MODULES are linted and their tests built,
 # not run (bench's tests are its benchmarks). Add a new module to one list.
-MODULES       := . examples
+MODULES       := . examples otel
 BUILD_MODULES := bench
 
 .PHONY: all deps deps-demo test test-scripts lint demo bench fuzz

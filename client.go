@@ -12,6 +12,7 @@ import (
 type Client struct {
 	backend driver.Backend
 	caps    driver.Capabilities
+	name    string // the backend's package name, for events
 	opts    options
 	owned   bool  // made by Open: Close closes the backend
 	invalid error // why the client cannot take locks (a nil backend), or nil
@@ -31,6 +32,7 @@ func New(backend driver.Backend, opts ...Option) *Client {
 	default:
 		c.backend = backend
 		c.caps = backend.Capabilities()
+		c.name = backendName(backend)
 	}
 	for _, opt := range opts {
 		opt(&c.opts)

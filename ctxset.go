@@ -83,6 +83,13 @@ func (s *ctxSet) end(reason error) {
 	}
 }
 
+// ended returns the reason the set ended with, or nil.
+func (s *ctxSet) ended() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
 // len reports how many contexts and hooks are registered.
 func (s *ctxSet) len() int {
 	s.mu.Lock()

@@ -40,12 +40,15 @@ type Lock struct {
 	renewing    context.CancelFunc
 	unlocked    bool
 	lostForSure bool // the backend said the key is not ours
+
+	obs *observed // nil when nothing observes the lock
 }
 
-// startLock returns the handle of a fresh grant. It costs no goroutine: one
-// timer wakes it for each renewal and at the deadline. ambiguous reports
-// that an attempt before the grant had an unknown outcome.
-func startLock(m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool) *Lock {
+// startLock returns the handle of a fresh grant, made by the call cl. It
+// costs no goroutine: one timer wakes it for each renewal and at the
+// deadline. ambiguous reports that an attempt before the grant had an
+// unknown outcome.
+func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) *Lock {
 	l := &Lock{
 		m:     m,
 		lease: lease,
@@ -53,13 +56,22 @@ func startLock(m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, am
 		ttl:   m.opts.ttl,
 		done:  make(chan struct{}),
 	}
+	if cl.obs != nil {
+		l.obs = &observed{Observer: cl.obs, id: cl.id}
+	}
 	if ambiguous {
 		l.floor = m.opts.ttl
 	}
 	l.mu.Lock()
 	l.confirmed(start, g.ValidFor)
+	if l.obs != nil {
+		l.obs.acquired = time.Now()
+		e := l.event(EventAcquired)
+		e.Wait, e.Attempts, e.ValidFor = l.obs.acquired.Sub(cl.began), cl.attempts, g.ValidFor
+		l.record(ctx, e)
+	}
 	l.timer = time.AfterFunc(time.Until(l.nextEvent()), l.tick)
-	l.mu.Unlock()
+	l.unlock()
 	if g.Lost != nil {
 		go func() {
 			select {
@@ -142,7 +154,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		}
 		l.mu.Lock()
 		if err := l.ended(time.Now()); err != nil {
-			l.mu.Unlock()
+			l.unlock()
 			return err
 		}
 		busy := l.renewal
@@ -151,11 +163,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 			// A reply after the deadline is worthless (the handle has
 			// ended): do not keep the slot, or the caller, past it.
 			rctx, cancel := context.WithDeadline(ctx, l.validUntil)
-			l.mu.Unlock()
+			l.unlock()
 			defer cancel()
 			return l.renew(rctx, ttl)
 		}
-		l.mu.Unlock()
+		l.unlock()
 		select {
 		case <-busy:
 		case <-l.done:
@@ -171,7 +183,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	valid, err := l.m.c.backend.Refresh(ctx, l.lease, ttl)
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	close(l.renewal)
 	l.renewal, l.renewing = nil, nil
 	notHeld := isNotHeld(err)
@@ -186,9 +198,14 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	}
 	switch {
 	case notHeld:
-		l.end(ErrLockLost)
+		l.end(ctx, ErrLockLost, LossRefused)
 		return ErrLockLost
 	case err != nil:
+		if l.obs != nil {
+			e := l.event(EventRenewalFailed)
+			e.Latency, e.Err = now.Sub(start), err
+			l.record(ctx, e)
+		}
 		if !l.nextRenew.IsZero() && !now.Before(l.nextRenew) {
 			// A due renewal failed: try again soon, while the lease lasts.
 			l.nextRenew = now.Add(min(l.interval(l.validFor), max(l.validUntil.Sub(now)/4, time.Millisecond)))
@@ -202,8 +219,13 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	l.ttl = ttl
 	l.confirmed(start, valid)
 	if !now.Before(l.validUntil) { // confirmed too late to be worth anything
-		l.end(ErrLockExpired)
+		l.end(ctx, ErrLockExpired, LossExpired)
 		return ErrLockExpired
+	}
+	if l.obs != nil {
+		e := l.event(EventRenewed)
+		e.Latency, e.ValidFor = now.Sub(start), valid
+		l.record(ctx, e)
 	}
 	l.timer.Reset(l.nextEvent().Sub(now))
 	return nil
@@ -225,7 +247,7 @@ func (l *Lock) confirmed(start time.Time, valid time.Duration) {
 // l.mu is held.
 func (l *Lock) ended(now time.Time) error {
 	if l.err == nil && !l.unlocked && !now.Before(l.validUntil) {
-		l.end(ErrLockExpired)
+		l.end(context.Background(), ErrLockExpired, LossExpired)
 	}
 	switch {
 	case l.err != nil:
@@ -250,7 +272,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	if l.unlocked {
-		l.mu.Unlock()
+		l.unlock()
 		return ErrLockReleased
 	}
 	prior := l.ended(time.Now()) // a lease past its deadline has ended
@@ -260,7 +282,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.renewing() // its outcome no longer matters
 	}
 	lost := l.lostForSure
-	l.mu.Unlock()
+	l.unlock()
 
 	var err error
 	if !lost { // an expired lease may still be ours on the server: clean up
@@ -271,28 +293,86 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 		err = l.m.c.backend.Release(ctx, l.lease)
 	}
-	l.mu.Lock()
-	l.end(ErrLockReleased)
-	l.mu.Unlock()
 	switch {
 	case prior != nil:
-		return prior
+		err = prior
 	case isNotHeld(err):
-		return ErrLockLost
+		err = ErrLockLost
 	case err != nil:
-		return fmt.Errorf("distlock: release %q: %w", l.m.key, err)
+		err = fmt.Errorf("distlock: release %q: %w", l.m.key, err)
 	}
-	return nil
+	l.mu.Lock()
+	if l.obs != nil {
+		l.obs.released = err
+	}
+	l.end(ctx, ErrLockReleased, 0)
+	l.unlock()
+	return err
 }
 
-// end ends the lease with reason; the first reason wins. l.mu is held.
-func (l *Lock) end(reason error) {
+// end ends the lease with reason, ErrLockReleased or a loss for cause; the
+// first reason wins. l.mu is held.
+func (l *Lock) end(ctx context.Context, reason error, cause LossCause) {
 	if l.err != nil {
 		return
 	}
 	l.err = reason
+	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
 	close(l.done)
-	l.ctxs.end(reason)
+	if l.obs == nil {
+		return
+	}
+	now := time.Now()
+	var e Event
+	if reason == ErrLockReleased {
+		e = l.event(EventReleased)
+		e.Err = l.obs.released
+	} else {
+		e = l.event(EventLost)
+		e.Cause, e.Err, e.Late = cause, reason, now.Sub(l.validUntil)
+	}
+	e.Held = now.Sub(l.obs.acquired)
+	l.record(ctx, e)
+}
+
+// observed is the observation state of a Lock.
+type observed struct {
+	Observer
+	id       uint64    // the Event.ID of the call that took the lock
+	acquired time.Time // when the grant arrived, for Event.Held
+	released error     // what Unlock returns, for EventReleased
+	queue    []pending // events recorded under Lock.mu, reported by unlock
+	emitting sync.Mutex
+}
+
+// event returns an event of type t about the holding. l.mu is held.
+func (l *Lock) event(t EventType) Event {
+	e := l.m.event(t, l.obs.id)
+	e.Token, e.ValidUntil = l.token, l.validUntil
+	return e
+}
+
+// record queues e, for unlock to report once l.mu is free. l.mu is held.
+func (l *Lock) record(ctx context.Context, e Event) {
+	l.obs.queue = append(l.obs.queue, pending{ctx, e})
+}
+
+// unlock unlocks l.mu and reports the events recorded under it, in order:
+// taking emitting before letting go of l.mu keeps the order of events
+// recorded by different goroutines, and the observer runs without l.mu.
+func (l *Lock) unlock() {
+	if l.obs == nil || len(l.obs.queue) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	q := l.obs.queue
+	l.obs.queue = nil
+	l.obs.emitting.Lock()
+	l.mu.Unlock()
+	defer l.obs.emitting.Unlock()
+	for _, p := range q {
+		l.obs.Observe(p.ctx, p.e)
+	}
 }
 
 // tick runs on the timer: it ends the lease at its deadline and, with
@@ -304,12 +384,12 @@ func (l *Lock) tick() {
 	l.mu.Lock()
 	now := time.Now()
 	if l.ended(now) != nil {
-		l.mu.Unlock()
+		l.unlock()
 		return
 	}
 	if l.nextRenew.IsZero() || l.renewal != nil || now.Before(l.nextRenew) {
 		l.timer.Reset(l.nextEvent().Sub(now))
-		l.mu.Unlock()
+		l.unlock()
 		return
 	}
 	l.renewal = make(chan struct{})
@@ -317,7 +397,7 @@ func (l *Lock) tick() {
 	l.renewing = cancel
 	ttl := l.ttl
 	l.timer.Reset(l.validUntil.Sub(now))
-	l.mu.Unlock()
+	l.unlock()
 
 	_ = l.renew(ctx, ttl) // timer callbacks run in their own goroutine
 	cancel()
@@ -334,10 +414,10 @@ func (l *Lock) nextEvent() time.Time {
 // markLost ends the lease because the backend said the key is not ours.
 func (l *Lock) markLost() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.lostForSure = true
 	if !l.unlocked { // a loss that raced with Unlock must not relabel it
-		l.end(ErrLockLost)
+		l.end(context.Background(), ErrLockLost, LossReported)
 	}
 }
 

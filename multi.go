@@ -93,10 +93,12 @@ func (ml *MultiLock) Context(parent context.Context) context.Context {
 	return ml.ctxs.derive(parent)
 }
 
-// end ends the multi-lock with reason; the first reason wins.
+// end ends the multi-lock with reason; the first reason wins. The
+// contexts of Context end before Done closes, so that a caller woken by
+// Done finds them ended, with the same cause as Err.
 func (ml *MultiLock) end(reason error) {
-	ml.cancel(reason)
-	ml.ctxs.end(context.Cause(ml.ctx))
+	ml.ctxs.end(reason)
+	ml.cancel(ml.ctxs.ended())
 }
 
 // registered reports how many contexts the multi-lock keeps.

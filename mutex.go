@@ -31,6 +31,7 @@ func (c *Client) lock(key string, kind driver.Kind, opts []Option) *Mutex {
 	for _, opt := range opts {
 		opt(&m.opts)
 	}
+	m.obs = m.opts.observer()
 	return m
 }
 
@@ -51,6 +52,7 @@ type Mutex struct {
 	opts  options
 	kind  driver.Kind // what each holding takes: a mutex, a side of a read-write lock, a permit
 	limit int         // the semaphore's size, with driver.Permit
+	obs   Observer    // nil: not observed
 }
 
 // Key returns the lock's name.
@@ -66,18 +68,20 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	cl := m.startCall()
 	start := time.Now()
 	g, err := m.c.backend.Acquire(ctx, req)
+	cl.attempt(ctx, m, start, g, err)
 	switch {
 	case refused(err):
-		return nil, m.refusal(err)
+		return nil, cl.failed(ctx, m, m.refusal(err))
 	case err != nil:
-		m.abandon(ctx, req.Lease)
-		return nil, fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+		m.abandon(ctx, req.Lease, true)
+		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
 	case !g.Acquired:
-		return nil, ErrNotObtained
+		return nil, cl.failed(ctx, m, ErrNotObtained)
 	}
-	return m.newLock(req.Lease, start, g, false)
+	return m.newLock(ctx, req.Lease, start, g, false, &cl)
 }
 
 // Lock takes the lock, waiting as long as it takes, until ctx is done. It
@@ -103,14 +107,16 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	}
 	w := wait{m: m, req: req}
 	defer w.stop()
+	cl := m.startCall()
 	for {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)
+		cl.attempt(ctx, m, start, g, err)
 		switch {
 		case refused(err):
-			return nil, m.refusal(err)
+			return nil, cl.failed(ctx, m, m.refusal(err))
 		case err == nil && g.Acquired:
-			return m.newLock(req.Lease, start, g, w.ambiguous)
+			return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
 		}
 		if w.sleep(ctx, g, err) {
 			continue
@@ -118,13 +124,60 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		if req.Queue > 0 || w.ambiguous {
 			// Leave the line, withdraw a writer's claim, and give back a
 			// grant that a lost reply may have made.
-			m.abandon(ctx, req.Lease)
+			m.abandon(ctx, req.Lease, w.ambiguous)
 		}
 		if w.lastErr != nil {
-			return nil, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr)
+			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
 		}
-		return nil, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err())
+		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
 	}
+}
+
+// call is the observed state of one Lock or TryLock call; its zero value,
+// without an observer, records nothing.
+type call struct {
+	obs      Observer
+	id       uint64
+	began    time.Time
+	attempts int
+}
+
+// startCall begins observing a call of m.
+func (m *Mutex) startCall() call {
+	if m.obs == nil {
+		return call{}
+	}
+	return call{obs: m.obs, id: callIDs.Add(1), began: time.Now()}
+}
+
+// attempt reports an attempt that started at start and returned g and err.
+func (cl *call) attempt(ctx context.Context, m *Mutex, start time.Time, g driver.Grant, err error) {
+	if cl.obs == nil {
+		return
+	}
+	cl.attempts++
+	now := time.Now()
+	e := m.event(EventAttempt, cl.id)
+	e.Attempts, e.Latency, e.Wait = cl.attempts, now.Sub(start), now.Sub(cl.began)
+	switch {
+	case err != nil:
+		e.Outcome, e.Err = AttemptError, err
+	case g.Acquired:
+		e.Outcome = Granted
+	default:
+		e.Outcome = HeldByOther
+	}
+	cl.obs.Observe(ctx, e)
+}
+
+// failed reports that the call returns err without the lock, and returns err.
+func (cl *call) failed(ctx context.Context, m *Mutex, err error) error {
+	if cl.obs != nil {
+		e := m.event(EventFailed, cl.id)
+		e.Attempts, e.Wait, e.Err = cl.attempts, time.Since(cl.began), err
+		cl.obs.Observe(ctx, e)
+	}
+	return err
 }
 
 // wait is the state of one waiting Lock between its attempts.
@@ -145,7 +198,8 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 	var delay time.Duration
 	switch {
 	case err != nil:
-		w.lastErr, w.ambiguous = err, true
+		w.ambiguous = true
+		w.noteErr(ctx, err)
 		w.backoffN++
 		delay = opts.backoff.Next(w.backoffN)
 	case w.watch == nil && w.m.c.caps.Notify:
@@ -161,7 +215,7 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 			w.watch = watch
 			return true
 		}
-		w.lastErr = werr
+		w.noteErr(ctx, werr)
 		w.backoffN++
 		delay = opts.backoff.Next(w.backoffN)
 	case w.watch != nil:
@@ -196,6 +250,16 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// noteErr remembers err as the wait's last error, unless it only says that
+// ctx ended and an earlier error says more (a refused connection, say).
+func (w *wait) noteErr(ctx context.Context, err error) {
+	if w.lastErr != nil && ctx.Err() != nil &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return
+	}
+	w.lastErr = err
 }
 
 // stop frees the wait's watch and timer.
@@ -272,24 +336,53 @@ func (m *Mutex) unsupported(adjective string) error {
 }
 
 // abandon releases what an attempt with an unknown outcome may have taken,
-// and leaves the key's queue. It is detached from ctx, which is usually
-// what ended the attempt.
-func (m *Mutex) abandon(ctx context.Context, l driver.Lease) {
+// and leaves the key's queue. The release is detached from ctx, which is
+// usually what ended the attempt, and bounded by the release timeout.
+// After an attempt of unknown outcome (ambiguous) when ctx has ended,
+// abandon waits for the release at most abandonGrace: the caller's
+// deadline has passed, and a backend that failed to answer must not hold
+// the call much beyond it; the release goes on in the background.
+// Otherwise it waits, so that a waiter that gave up has left the line when
+// Lock returns.
+func (m *Mutex) abandon(ctx context.Context, l driver.Lease, ambiguous bool) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
-	defer cancel()
-	_ = m.c.backend.Release(rctx, l) // best effort: the lease expires anyway
+	release := func() {
+		defer cancel()
+		_ = m.c.backend.Release(rctx, l) // best effort: the lease expires anyway
+	}
+	if ambiguous && ctx.Err() != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			release()
+		}()
+		t := time.NewTimer(abandonGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		return
+	}
+	release()
 }
 
-// newLock returns the handle of grant g. ambiguous reports that an earlier
-// attempt of the same owner had an unknown outcome (see Lock.floor).
-func (m *Mutex) newLock(l driver.Lease, start time.Time, g driver.Grant, ambiguous bool) (*Lock, error) {
+// abandonGrace is how long a call whose ctx has ended waits for the
+// release of an attempt of unknown outcome: a backend that answers does so
+// well within it, so that the call leaves nothing behind.
+const abandonGrace = 100 * time.Millisecond
+
+// newLock returns the handle of grant g, made by the call cl. ambiguous
+// reports that an earlier attempt of the same owner had an unknown outcome
+// (see Lock.floor).
+func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) (*Lock, error) {
 	if g.ValidFor <= 0 {
 		// A grant that is already worthless is a backend bug or a clock
 		// problem; holding it would break mutual exclusion.
-		m.abandon(context.Background(), l)
-		return nil, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor)
+		m.abandon(context.Background(), l, false)
+		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor))
 	}
-	return startLock(m, l, start, g, ambiguous), nil
+	return startLock(ctx, m, l, start, g, ambiguous, cl), nil
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails

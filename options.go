@@ -2,6 +2,7 @@ package distlock
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"strconv"
@@ -46,7 +47,9 @@ type options struct {
 	meta            map[string]string
 	fair            bool
 	owner           OwnerID // re-entrant identity of a Mutex; zero: none
-	err             error   // first invalid option, reported by Lock and TryLock
+	observers       []Observer
+	logger          *slog.Logger
+	err             error // first invalid option, reported by Lock and TryLock
 }
 
 func defaultOptions() options {

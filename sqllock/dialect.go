@@ -32,10 +32,12 @@ const (
 // unless [WithoutSchema] is given. One row per lock name:
 //
 //	name        the key
-//	owner       the holder's owner token, '' when free
+//	owners      the owner tokens of the holds, each followed by a comma
+//	            after a leading one (",a,b,"); '' when free
 //	token       the fencing counter: the last token issued for the name;
 //	            rows are never deleted, so tokens survive restarts
-//	holds       1 while held, 0 when free
+//	holds       the number of owners: re-entrant holds; 0 when free
+//	reentry     SHA-256 (hex) of the lease's re-entrant identity, or ''
 //	expires_us  the lease's end, microseconds since the Unix epoch by the
 //	            database's clock (never a client's)
 //	since_us    when the current holding began, same clock
@@ -53,37 +55,40 @@ func Schema(d Dialect, table string) (string, error) {
 	case Postgres:
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name       TEXT PRIMARY KEY,
-	owner      TEXT NOT NULL DEFAULT '',
+	owners     TEXT NOT NULL DEFAULT '',
 	token      BIGINT NOT NULL DEFAULT 0,
 	holds      INTEGER NOT NULL DEFAULT 0,
 	expires_us BIGINT NOT NULL DEFAULT 0,
 	since_us   BIGINT NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL DEFAULT '',
-	last_owner TEXT NOT NULL DEFAULT ''
+	last_owner TEXT NOT NULL DEFAULT '',
+	reentry    TEXT NOT NULL DEFAULT ''
 )`, nil
 	case MySQL:
 		// VARBINARY: keys and owners compare byte for byte, whatever the
 		// server's default collation.
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name       VARBINARY(` + strconv.Itoa(maxKeyBytes) + `) NOT NULL PRIMARY KEY,
-	owner      VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
+	owners     BLOB NOT NULL,
 	token      BIGINT NOT NULL DEFAULT 0,
 	holds      INT NOT NULL DEFAULT 0,
 	expires_us BIGINT NOT NULL DEFAULT 0,
 	since_us   BIGINT NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL,
-	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT ''
+	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
+	reentry    VARBINARY(64) NOT NULL DEFAULT ''
 ) ENGINE=InnoDB`, nil
 	case SQLite:
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name       TEXT PRIMARY KEY,
-	owner      TEXT NOT NULL DEFAULT '',
+	owners     TEXT NOT NULL DEFAULT '',
 	token      INTEGER NOT NULL DEFAULT 0,
 	holds      INTEGER NOT NULL DEFAULT 0,
 	expires_us INTEGER NOT NULL DEFAULT 0,
 	since_us   INTEGER NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL DEFAULT '',
-	last_owner TEXT NOT NULL DEFAULT ''
+	last_owner TEXT NOT NULL DEFAULT '',
+	reentry    TEXT NOT NULL DEFAULT ''
 )`, nil
 	}
 	return "", fmt.Errorf("sqllock: unknown dialect %q", d)
@@ -147,6 +152,12 @@ var placeholder = regexp.MustCompile(`\$[1-9]`)
 
 func prepare(d Dialect, table, query string) stmt {
 	query = strings.NewReplacer(" T ", " "+table+" ", "NOW", nowUS(d)).Replace(query)
+	switch d { // the same functions under other names
+	case Postgres:
+		query = strings.ReplaceAll(query, "INSTR(", "strpos(")
+	case SQLite:
+		query = strings.ReplaceAll(query, "GREATEST(", "max(")
+	}
 	switch d {
 	case MySQL:
 		var s stmt

@@ -23,11 +23,28 @@
 // the next holder of the key releases in turn (then the repeat reports
 // driver.ErrNotHeld, which distlock shows as ErrLockLost).
 //
-// sqllock offers exclusive locks only (Capabilities all false): waiters
-// poll with jitter, bounded by the holder's remaining lease; fair,
-// read-write, semaphore and re-entrant requests fail with an error
-// wrapping errors.ErrUnsupported. Keys are 1 to 1024 bytes of UTF-8
-// without NUL (driver.ErrInvalidKey otherwise).
+// Locks are re-entrant (Capabilities.Reentrant, every dialect): the row
+// lists the owners of its holds (see [Schema]), so a nested Acquire by the
+// same re-entrant identity adds its owner with the lease's token, a
+// repeated Acquire by a listed owner adds nothing, Release removes one
+// owner and the last one frees the row. A lease with several holds is
+// only ever lengthened. The table keeps a SHA-256 digest of the identity,
+// never the identity. Owner tokens may not contain a comma, the list's
+// separator; on MySQL the list is a BLOB (64 KiB: some thousands of holds
+// of distlock's 32-byte owners). A repeated release is recognised only
+// until another hold of the key is released (last_owner keeps one owner).
+//
+// On PostgreSQL, with [WithListener] (package sqllock/pglisten, for pgx),
+// waiters are notified (Capabilities.Notify): every release of a key's
+// last hold sends pg_notify in its statement, whether or not the releasing
+// backend listens, and each backend listens on one connection of its pool,
+// opened by its first Watch; a lost connection is replaced and every
+// watcher woken, since notices may have been missed. Without a listener,
+// and on MySQL and SQLite, waiters poll with jitter, bounded by the
+// holder's remaining lease. Fair,
+// read-write and semaphore requests fail with an error wrapping
+// errors.ErrUnsupported. Keys are 1 to 1024 bytes of UTF-8 without NUL
+// (driver.ErrInvalidKey otherwise).
 //
 // The package imports database/sql only. Package sqlurl registers the URL
 // schemes postgres, postgresql, mysql and sqlite and brings the drivers.

@@ -2,7 +2,9 @@ package sqllock
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,10 +29,13 @@ type Backend struct {
 	schema  bool // create the table on first use
 	ownsDB  bool
 
+	listener Listener // nil: waiters poll
+	hub      hub
+
 	mu    sync.Mutex
 	ready bool // the table was created (or is not ours to create)
 
-	acquire, release, released, refresh, inspect, refused stmt
+	acquire, release, released, refresh, holding, inspect, refused stmt
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -83,32 +88,48 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if b.drift == nil {
 		return nil, errors.New("sqllock: nil drift function")
 	}
+	if b.listener != nil && b.dialect != Postgres {
+		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
+	}
 	b.ready = !b.schema
 	b.prepareStatements()
 	return b, nil
 }
 
-// Placeholders: $1 name, $2 owner, $3 ttl in microseconds, $4 meta.
+// Placeholders: $1 name, $2 owner, $3 ttl in microseconds, $4 meta, $5
+// the re-entrant identity's digest (empty for none), $6 the owner between
+// commas, as it appears in the owners column.
 func (b *Backend) prepareStatements() {
 	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
-	// A free, expired or own row is taken; the token moves on unless the
-	// owner repeats a grant it still holds. Each dialect evaluates the
+	// An attempt is granted on a free or expired row (a new lease, the
+	// next token), on a row the owner holds already (a repeat: the same
+	// grant, extended) and on a live row of the same re-entrant identity
+	// (one more hold, the same token). A lease with several holds is never
+	// shortened: another hold relies on it. Each dialect evaluates the
 	// conditions against the row as it was, under the row's lock, so
 	// concurrent attempts cannot both win.
+	const (
+		live = `(t.owners <> '' AND t.expires_us > NOW)`
+		mine = `INSTR(t.owners, $6) > 0`
+		join = `($5 <> '' AND t.reentry = $5)`
+	)
+	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(`INSERT INTO T AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $6, 1, 1, NOW + $3, NOW, $4, $5)
+	ON CONFLICT (name) DO UPDATE SET
+		token = CASE WHEN LIVE THEN t.token ELSE t.token + 1 END,
+		since_us = CASE WHEN LIVE THEN t.since_us ELSE NOW END,
+		meta = CASE WHEN LIVE THEN t.meta ELSE $4 END,
+		reentry = CASE WHEN LIVE THEN t.reentry ELSE $5 END,
+		owners = CASE WHEN NOT LIVE THEN $6 WHEN MINE THEN t.owners ELSE t.owners || $2 || ',' END,
+		holds = CASE WHEN NOT LIVE THEN 1 WHEN MINE THEN t.holds ELSE t.holds + 1 END,
+		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, NOW + $3) ELSE NOW + $3 END
+	WHERE NOT LIVE OR MINE OR JOIN
+	RETURNING t.token`)
 	switch b.dialect {
 	case Postgres:
 		// One round trip: the refused case reads the holder's remaining
 		// lease in the same statement.
-		b.acquire = p(`WITH up AS (
-	INSERT INTO T AS t (name, owner, token, holds, expires_us, since_us, meta)
-	VALUES ($1, $2, 1, 1, NOW + $3, NOW, $4)
-	ON CONFLICT (name) DO UPDATE SET
-		token = CASE WHEN t.owner = $2 AND t.expires_us > NOW THEN t.token ELSE t.token + 1 END,
-		since_us = CASE WHEN t.owner = $2 AND t.expires_us > NOW THEN t.since_us ELSE NOW END,
-		owner = $2, holds = 1, expires_us = NOW + $3, meta = $4
-	WHERE t.owner = '' OR t.owner = $2 OR t.expires_us <= NOW
-	RETURNING t.token
-)
+		b.acquire = p(`WITH up AS (` + upsert + `)
 SELECT true, token, 0::BIGINT FROM up
 UNION ALL
 SELECT false, 0::BIGINT, expires_us - NOW FROM T WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
@@ -116,39 +137,48 @@ SELECT false, 0::BIGINT, expires_us - NOW FROM T WHERE name = $1 AND NOT EXISTS 
 		// One round trip when granted: MySQL has no RETURNING, so the
 		// token comes back as LAST_INSERT_ID(expr) in the OK packet (0:
 		// refused). Assignments run left to right and see the values
-		// assigned before them, so owner is decided on the old row and
-		// the columns after it ask whether owner is now ours. The VALUES
-		// row is evaluated even when the key exists, so a refusal resets
-		// LAST_INSERT_ID to 0.
-		b.acquire = p(`INSERT INTO T (name, owner, token, holds, expires_us, since_us, meta)
-	VALUES ($1, $2, LAST_INSERT_ID(1), 1, NOW + $3, NOW, $4)
+		// assigned before them, so the columns that ask how the row was
+		// come first; owners then says whether the attempt was granted
+		// (it names the owner), and holds is counted from it. The
+		// VALUES row is evaluated even when the key exists, so a refusal
+		// resets LAST_INSERT_ID to 0. Without a WHERE, a refusal
+		// assigns every column its old value.
+		b.acquire = p(strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > NOW)`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO T (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $6, LAST_INSERT_ID(1), 1, NOW + $3, NOW, $4, $5)
 	ON DUPLICATE KEY UPDATE
-		token = IF(owner = $2 AND expires_us > NOW, LAST_INSERT_ID(token),
-			IF(owner = '' OR expires_us <= NOW, LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0))),
-		since_us = IF(owner = $2 AND expires_us > NOW, since_us, IF(owner = '' OR expires_us <= NOW, NOW, since_us)),
-		owner = IF(owner = '' OR owner = $2 OR expires_us <= NOW, $2, owner),
-		holds = IF(owner = $2, 1, holds),
-		meta = IF(owner = $2, $4, meta),
-		expires_us = IF(owner = $2, NOW + $3, expires_us)`)
+		token = IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1)),
+		since_us = IF(LIVE, since_us, NOW),
+		meta = IF(LIVE, meta, $4),
+		reentry = IF(LIVE, reentry, $5),
+		owners = IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6),
+		holds = LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1,
+		expires_us = IF(INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, NOW + $3), NOW + $3), expires_us)`))
 	default:
-		b.acquire = p(`INSERT INTO T (name, owner, token, holds, expires_us, since_us, meta)
-	VALUES ($1, $2, 1, 1, NOW + $3, NOW, $4)
-	ON CONFLICT (name) DO UPDATE SET
-		token = CASE WHEN owner = $2 AND expires_us > NOW THEN token ELSE token + 1 END,
-		since_us = CASE WHEN owner = $2 AND expires_us > NOW THEN since_us ELSE NOW END,
-		owner = $2, holds = 1, expires_us = NOW + $3, meta = $4
-	WHERE owner = '' OR owner = $2 OR expires_us <= NOW
-	RETURNING token`)
+		// SQLite names the old row by the table's name, without an alias.
+		b.acquire = p(strings.NewReplacer(" AS t ", " ", "t.", "").Replace(upsert))
 	}
 	b.refused = p(`SELECT expires_us - NOW FROM T WHERE name = $1`)
-	// The row stays, with its token, marked free; last_owner remembers the
-	// release so that its repeat reports success. MySQL assigns left to
-	// right: last_owner takes owner before owner is cleared.
-	b.release = p(`UPDATE T SET last_owner = owner, owner = '', holds = 0, expires_us = 0
-	WHERE name = $1 AND owner = $2 AND expires_us > NOW`)
+	// The last hold leaves the row, with its token, marked free;
+	// last_owner remembers the release so that its repeat reports
+	// success. MySQL assigns left to right: owners, which the others read,
+	// is assigned last.
+	b.release = p(`UPDATE T SET last_owner = $2,
+		expires_us = CASE WHEN owners = $3 THEN 0 ELSE expires_us END,
+		holds = holds - 1,
+		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
+	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > NOW`)
+	if b.dialect == Postgres {
+		// The notice of the key's release goes in the same statement,
+		// and out when it commits; a hold that leaves others sends none.
+		b.release = p(`WITH r AS (` + b.release.query + ` RETURNING owners)
+SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('` + channel(b.table) + `', $1)::TEXT END) FROM r`)
+	}
 	b.released = p(`SELECT 1 FROM T WHERE name = $1 AND last_owner = $2`)
-	b.refresh = p(`UPDATE T SET expires_us = NOW + $3 WHERE name = $1 AND owner = $2 AND expires_us > NOW`)
-	b.inspect = p(`SELECT owner <> '' AND expires_us > NOW, token, holds, expires_us - NOW, since_us, meta FROM T WHERE name = $1`)
+	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
+	b.refresh = p(`UPDATE T SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, NOW + $3) ELSE NOW + $3 END
+	WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > NOW`)
+	b.holding = p(`SELECT 1 FROM T WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > NOW`)
+	b.inspect = p(`SELECT owners <> '' AND expires_us > NOW, token, holds, expires_us - NOW, since_us, meta FROM T WHERE name = $1`)
 }
 
 // Dialect returns the dialect b speaks.
@@ -157,9 +187,12 @@ func (b *Backend) Dialect() Dialect { return b.dialect }
 // Table returns the lease table's name.
 func (b *Backend) Table() string { return b.table }
 
-// Capabilities implements driver.Backend: exclusive locks only, and
-// waiters poll (no notification).
-func (b *Backend) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+// Capabilities implements driver.Backend: exclusive and re-entrant locks,
+// on every dialect; Notify on PostgreSQL with [WithListener], else waiters
+// poll.
+func (b *Backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Reentrant: true, Notify: b.listener != nil}
+}
 
 // ensure creates the table on first use. A failure is returned and tried
 // again on the next call.
@@ -190,13 +223,17 @@ func checkLease(l driver.Lease) error {
 	switch {
 	case l.Key == "" || len(l.Key) > maxKeyBytes || !utf8.ValidString(l.Key) || strings.IndexByte(l.Key, 0) >= 0:
 		return fmt.Errorf("sqllock: key %.40q: %w (want 1 to %d bytes of UTF-8 without NUL)", l.Key, driver.ErrInvalidKey, maxKeyBytes)
-	case l.Owner == "" || len(l.Owner) > maxOwnerBytes || !utf8.ValidString(l.Owner) || strings.IndexByte(l.Owner, 0) >= 0:
-		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8", len(l.Owner), maxOwnerBytes)
+	case l.Owner == "" || len(l.Owner) > maxOwnerBytes || !utf8.ValidString(l.Owner) || strings.ContainsAny(l.Owner, "\x00,"):
+		// The comma separates the owners of a lease's holds.
+		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8 without NUL or comma", len(l.Owner), maxOwnerBytes)
 	case l.Kind != driver.Exclusive:
 		return fmt.Errorf("sqllock: lock kind %d: %w", l.Kind, errors.ErrUnsupported)
 	}
 	return nil
 }
+
+// listed is owner as the owners column lists it: between commas.
+func listed(owner string) string { return "," + owner + "," }
 
 func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
 
@@ -215,8 +252,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if req.TTL <= 0 {
 		return driver.Grant{}, fmt.Errorf("sqllock: TTL %v is not positive", req.TTL)
 	}
-	if req.Fair || req.Reentry != "" {
-		return driver.Grant{}, fmt.Errorf("sqllock: fair and re-entrant locks: %w", errors.ErrUnsupported)
+	if req.Fair {
+		return driver.Grant{}, fmt.Errorf("sqllock: fair locks: %w", errors.ErrUnsupported)
 	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
@@ -229,7 +266,13 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		}
 		meta = string(m)
 	}
-	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta)
+	reentry := ""
+	if req.Reentry != "" {
+		// The table keeps a digest, not the identity, which is a secret.
+		sum := sha256.Sum256([]byte(req.Reentry))
+		reentry = hex.EncodeToString(sum[:])
+	}
+	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
 	var (
 		granted bool
 		token   int64
@@ -285,13 +328,11 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.start(ctx); err != nil {
 		return err
 	}
-	res, err := b.db.ExecContext(ctx, b.release.query, b.release.args(l.Key, l.Owner)...)
+	n, err := b.exec(ctx, b.release, l.Key, l.Owner, listed(l.Owner))
 	if err != nil {
 		return fmt.Errorf("sqllock: release: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
-	} else if n > 0 {
+	if n > 0 {
 		return nil
 	}
 	// Not held: a repeat of this owner's release, or not its lock.
@@ -306,6 +347,21 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	return fmt.Errorf("sqllock: release: %w", err)
 }
 
+// exec runs s and returns the number of rows it changed: from the result,
+// or from the count s selects on PostgreSQL.
+func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) {
+	if b.dialect == Postgres {
+		var n, notified int64
+		err := b.db.QueryRowContext(ctx, s.query, s.args(args...)...).Scan(&n, &notified)
+		return n, err
+	}
+	res, err := b.db.ExecContext(ctx, s.query, s.args(args...)...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // Refresh implements driver.Backend.
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	if err := checkLease(l); err != nil {
@@ -317,13 +373,23 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	res, err := b.db.ExecContext(ctx, b.refresh.query, b.refresh.args(l.Key, l.Owner, micros(ttl))...)
+	res, err := b.db.ExecContext(ctx, b.refresh.query, b.refresh.args(l.Key, listed(l.Owner), micros(ttl))...)
 	if err != nil {
 		return 0, fmt.Errorf("sqllock: refresh: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("sqllock: refresh: %w", err)
+	}
+	if n == 0 && b.dialect == MySQL {
+		// MySQL counts changed rows, not matched ones: a hold whose
+		// refresh left a longer lease as it was changed nothing.
+		var one int
+		err := b.db.QueryRowContext(ctx, b.holding.query, b.holding.args(l.Key, listed(l.Owner))...).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("sqllock: refresh: %w", err)
+		}
+		n = int64(one)
 	}
 	if n == 0 {
 		return 0, driver.ErrNotHeld
@@ -367,18 +433,13 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	return info, nil
 }
 
-// Watch implements driver.Backend: sqllock does not notify, so waiters
-// poll; it returns an error wrapping errors.ErrUnsupported.
-func (b *Backend) Watch(context.Context, string, string) (driver.Watch, error) {
-	return nil, fmt.Errorf("sqllock: watching releases: %w", errors.ErrUnsupported)
-}
-
 // Close implements driver.Backend. It closes the *sql.DB only with
 // [WithOwnedDB]; otherwise db stays open, as do the locks held in it.
 func (b *Backend) Close() error {
 	if b == nil || b.db == nil {
 		return errors.New("sqllock: nil or zero *Backend: use New")
 	}
+	b.closeListener()
 	if b.ownsDB {
 		return b.db.Close()
 	}

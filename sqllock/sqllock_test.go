@@ -15,6 +15,7 @@ import (
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/sqllock"
+	"github.com/distlock-go/distlock/sqllock/pglisten"
 )
 
 // database is one test database: how to open a pool on it.
@@ -53,7 +54,13 @@ func (d database) open(t testing.TB) *sql.DB {
 // backend returns a backend on a new pool on d.
 func (d database) backend(t testing.TB, opts ...sqllock.Option) *sqllock.Backend {
 	t.Helper()
-	b, err := sqllock.New(d.open(t), opts...)
+	return d.backendOn(t, d.open(t), opts...)
+}
+
+// backendOn returns a backend on db.
+func (d database) backendOn(t testing.TB, db *sql.DB, opts ...sqllock.Option) *sqllock.Backend {
+	t.Helper()
+	b, err := sqllock.New(db, opts...)
 	if err != nil {
 		t.Fatalf("sqllock.New: %v", err)
 	}
@@ -85,6 +92,20 @@ func (d database) harness(t *testing.T) distlocktest.Harness {
 func TestConformancePostgres(t *testing.T) {
 	_, d := startPostgres(t)
 	distlocktest.Run(t, d.harness(t))
+}
+
+func TestConformancePostgresNotify(t *testing.T) {
+	_, d := startPostgres(t)
+	h := d.harness(t)
+	h.NewBackend = func(t testing.TB) driver.Backend { return d.listening(t) }
+	distlocktest.Run(t, h)
+}
+
+// listening returns a backend on a new pool on d that waits for
+// notifications.
+func (d database) listening(t testing.TB) *sqllock.Backend {
+	db := d.open(t)
+	return d.backendOn(t, db, sqllock.WithListener(pglisten.New(db)))
 }
 
 func TestConformanceMariaDB(t *testing.T) {

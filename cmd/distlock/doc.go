@@ -4,7 +4,8 @@
 // Usage:
 //
 //	distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D]
-//	             [--conflict-exit 75] [--grace 10s] -- CMD [ARG...]
+//	             [--conflict-exit 75] [--grace 10s]
+//	             [--log-level L] [--log-format text|json] -- CMD [ARG...]
 //	distlock status [--url URL] [--json] KEY...
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
 //	distlock help [COMMAND]

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -77,10 +79,45 @@ type runOptions struct {
 	excl   bool // the write side of a read-write lock
 	// conflict is the exit status when the lock is held elsewhere.
 	conflict int
-	argv     []string // CMD and its arguments
+	argv     []string     // CMD and its arguments
+	log      *slog.Logger // nil without --log-level
 }
 
-const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] -- CMD [ARG...]"
+// logFlags are the values of --log-level and --log-format.
+type logFlags struct{ level, format string }
+
+// logger returns the logger the flags ask for, writing to w: nil without
+// --log-level, or an error naming the flag with a bad value.
+func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	switch strings.ToLower(f.level) {
+	case "":
+		if f.format != "" && f.format != "text" && f.format != "json" {
+			break // reported below
+		}
+		return nil, nil
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(f.format) {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", f.format)
+}
+
+const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]"
 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
 CMD exits, exiting with CMD's status.
@@ -119,6 +156,11 @@ Every flag but --key can also be set in the environment, as the flag's
 name in upper case with DISTLOCK_ in front (--conflict-exit is
 $DISTLOCK_CONFLICT_EXIT); the flag wins. --key is not read from
 $DISTLOCK_KEY, which run sets for CMD: a run inside CMD must name its own.
+
+With --log-level, run also logs to standard error, as text or JSON
+(--log-format): the acquisition (info), renewals that fail (info), the
+loss of the lease with its cause (warn), and at debug every attempt,
+renewal and the release. Log lines never carry the URL or its password.
 `
 
 // parseRun parses the arguments of `distlock run`. When done is true the
@@ -135,6 +177,9 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	fs.BoolVar(&o.shared, "shared", false, "hold KEY shared with other --shared runs: the read side of a read-write lock")
 	fs.BoolVar(&o.excl, "exclusive", false, "hold KEY alone, keeping --shared runs out: the write side of a read-write lock")
 	fs.IntVar(&o.conflict, "conflict-exit", o.conflict, "exit `status` when the lock is held elsewhere (0 to 255)")
+	var lf logFlags
+	fs.StringVar(&lf.level, "log-level", "", "log to standard error at `level` debug, info, warn or error (default: no log)")
+	fs.StringVar(&lf.format, "log-format", "text", "log `format`: text or json")
 	// DISTLOCK_URL is read as the backend's; DISTLOCK_KEY is CMD's.
 	envSkip := []string{"url", "key"}
 	documentEnv(fs, envSkip...)
@@ -144,6 +189,11 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	if code, done := c.applyEnv(fs, envSkip...); done {
 		return nil, code, true
 	}
+	log, err := lf.logger(c.stderr)
+	if err != nil {
+		return nil, c.usageError("run", "%s", err), true
+	}
+	o.log = log
 	o.argv = fs.Args()
 	o.url = c.backendURL(o.url)
 	switch {
@@ -229,7 +279,9 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	m := b.locker(o,
 		distlock.WithTTL(o.ttl),
 		distlock.WithMetadata(map[string]string{"cmd": filepath.Base(o.argv[0])}),
+		distlock.WithLogger(o.log),
 	)
+	start := time.Now()
 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -273,6 +325,9 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	}
 	switch {
 	case err == nil:
+		if o.log != nil {
+			o.log.Info("distlock run: acquired", "key", o.key, "token", l.Token(), "wait", time.Since(start), "valid_until", l.ValidUntil())
+		}
 		return l, exitOK
 	case errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL), errors.Is(err, distlock.ErrInvalidArgument):
 		return nil, c.usageError("run", "%s", errText(err))
@@ -405,6 +460,9 @@ wait:
 			signalChild(cmd.Process, sigTerm)
 		case <-leaseDone:
 			leaseDone, lost = nil, true
+			if o.log != nil {
+				o.log.Warn("distlock run: lease lost while CMD runs: stopping it", "key", o.key, "token", l.Token(), "cause", errText(l.Err()), "cmd", name)
+			}
 			fmt.Fprintf(c.stderr, "distlock run: lost the lock on %q while %s was running (%s): sending SIGTERM, SIGKILL in %v\n",
 				o.key, name, errText(l.Err()), o.grace)
 			signalChild(cmd.Process, sigTerm)

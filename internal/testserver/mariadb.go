@@ -93,3 +93,9 @@ func (m *MariaDB) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.I
 func (m *MariaDB) DSN() string {
 	return fmt.Sprintf("%s:%s@tcp(%s)/%s", MariaDBUser, MariaDBPassword, m.Addr(), MariaDBDatabase)
 }
+
+// URL is a mysql:// URL of the test account's database, as distlock's
+// sqllock/sqlurl opens it.
+func (m *MariaDB) URL() string {
+	return fmt.Sprintf("mysql://%s:%s@%s/%s", MariaDBUser, MariaDBPassword, m.Addr(), MariaDBDatabase)
+}

@@ -17,8 +17,11 @@
 // parseTime off. A sqlite:// file is opened in WAL mode with a busy
 // timeout of 10s, so that several processes on one host share it; SQLite
 // does not coordinate processes on different machines (a file on a network
-// share included). The backend is opened with a ping, so a URL that cannot
-// reach its database fails at once; errors never show the password.
+// share included). A PostgreSQL backend notifies its waiters of releases
+// (sqllock.WithListener with package pglisten): it keeps one connection of
+// its pool listening once a waiter waits. The backend is opened with a
+// ping, so a URL that cannot reach its database fails at once; errors
+// never show the password.
 package sqlurl
 
 import (
@@ -36,6 +39,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/sqllock"
+	"github.com/distlock-go/distlock/sqllock/pglisten"
 )
 
 func init() {
@@ -63,7 +67,11 @@ func Open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqllock: %s: %w", u.Redacted(), err)
 	}
-	b, err := sqllock.New(db, sqllock.WithDialect(dialect), sqllock.WithTable(table), sqllock.WithOwnedDB())
+	opts := []sqllock.Option{sqllock.WithDialect(dialect), sqllock.WithTable(table), sqllock.WithOwnedDB()}
+	if dialect == sqllock.Postgres {
+		opts = append(opts, sqllock.WithListener(pglisten.New(db)))
+	}
+	b, err := sqllock.New(db, opts...)
 	if err != nil {
 		db.Close()
 		return nil, invalid(u, "%v", err)

@@ -1,0 +1,42 @@
+//go:build unix
+
+package main
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock/internal/testserver"
+)
+
+// TestRunSQL: on each SQL URL scheme, several distlock processes running
+// under one key never overlap, each gets its turn, and each CMD is given
+// the fencing token, increasing from one holder to the next. SQLite's
+// processes share one file and nothing else.
+func TestRunSQL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		scheme string
+		url    func(t *testing.T) string
+	}{
+		{"postgres", func(t *testing.T) string { return testserver.StartPostgres(t).URL() }},
+		{"mysql", func(t *testing.T) string { return testserver.StartMariaDB(t).URL() }},
+		{"sqlite", func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "locks.db") }},
+	} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			u := tc.url(t)
+			log := filepath.Join(t.TempDir(), "log")
+			const n = 5
+			procs := make([]*process, n)
+			for i := range procs {
+				procs[i] = startBin(t, append([]string{"run", "--url", u, "--key", "shared", "--wait", "forever", "--"},
+					child("record", log, "50ms")...)...)
+			}
+			for _, p := range procs {
+				wantCode(t, p.wait(t, 90*time.Second), 0)
+			}
+			checkNoOverlap(t, log, n)
+		})
+	}
+}

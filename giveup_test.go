@@ -1,0 +1,83 @@
+package distlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/memlock"
+)
+
+var errRefusedConn = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+
+// stalling wraps memlock: the first acquireErrs attempts fail with
+// errRefusedConn, later ones block until ctx ends and return ctx's error,
+// as a client does when the server stops answering. A blocking Release
+// also waits for its ctx to end.
+type stalling struct {
+	*memlock.Backend
+	acquireErrs     int32
+	attempts        atomic.Int32
+	blockingRelease bool
+}
+
+func (s *stalling) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if s.attempts.Add(1) <= s.acquireErrs {
+		return driver.Grant{}, errRefusedConn
+	}
+	<-ctx.Done()
+	return driver.Grant{}, ctx.Err()
+}
+
+func (s *stalling) Release(ctx context.Context, l driver.Lease) error {
+	if s.blockingRelease {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Backend.Release(ctx, l)
+}
+
+// TestLockKeepsRealLastError: the attempt that ctx's end interrupted says
+// only that ctx ended; the error Lock returns must still name the real
+// cause seen before.
+func TestLockKeepsRealLastError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := distlock.New(&stalling{Backend: memlock.New(), acquireErrs: 1}).Mutex("k").Lock(ctx)
+	for _, want := range []error{distlock.ErrNotObtained, context.DeadlineExceeded, errRefusedConn} {
+		if !errors.Is(err, want) {
+			t.Errorf("Lock: %v; want it to wrap %q", err, want)
+		}
+	}
+}
+
+// TestGivingUpDoesNotWaitForCleanup: an attempt of unknown outcome ends
+// with ctx; the release that cleans up after it blocks. Lock and TryLock
+// must return soon after ctx's deadline, not after the release timeout.
+func TestGivingUpDoesNotWaitForCleanup(t *testing.T) {
+	const releaseTimeout = 20 * time.Second
+	for name, take := range map[string]func(*distlock.Mutex, context.Context) (*distlock.Lock, error){
+		"Lock":    (*distlock.Mutex).Lock,
+		"TryLock": (*distlock.Mutex).TryLock,
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := &stalling{Backend: memlock.New(), blockingRelease: true}
+			m := distlock.New(b, distlock.WithReleaseTimeout(releaseTimeout)).Mutex("k")
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := take(m, ctx)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: %v; want it to wrap context.DeadlineExceeded", name, err)
+			}
+			// Generous for a loaded machine, far below the release timeout.
+			if took := time.Since(start); took > releaseTimeout/4 {
+				t.Errorf("%s returned after %v; want it soon after its 200ms deadline", name, took)
+			}
+		})
+	}
+}

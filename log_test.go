@@ -1,0 +1,172 @@
+package distlock_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	_ "github.com/distlock-go/distlock/redislock" // redis:// URLs
+)
+
+// syncBuffer is a bytes.Buffer safe for the watchdog's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// secretSpy wraps faulty and keeps every secret the backend is given.
+type secretSpy struct {
+	*faulty
+	mu      sync.Mutex
+	secrets []string
+	notHeld bool // Refresh reports the lease gone; set after a failed one
+}
+
+func (s *secretSpy) keep(secrets ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range secrets {
+		if v != "" {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+}
+
+func (s *secretSpy) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	s.keep(req.Owner, req.Reentry)
+	return s.faulty.Acquire(ctx, req)
+}
+
+func (s *secretSpy) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	s.keep(l.Owner)
+	s.mu.Lock()
+	notHeld := s.notHeld
+	s.mu.Unlock()
+	if notHeld {
+		return 0, driver.ErrNotHeld
+	}
+	valid, err := s.faulty.Refresh(ctx, l, ttl)
+	if errors.Is(err, errInjected) { // the next renewal is refused
+		s.mu.Lock()
+		s.notHeld = true
+		s.mu.Unlock()
+	}
+	return valid, err
+}
+
+// TestLoggerLevelsAndSecrets: every event is logged at its level, with
+// key and token, and no line carries an owner token, an OwnerID (its
+// secret or its digest) or a URL's password.
+func TestLoggerLevelsAndSecrets(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	f := newFaulty()
+	f.acquireFaults = 1 // one attempt fails
+	f.refreshFaults = 1 // the first renewal fails, the next is refused
+	spy := &secretSpy{faulty: f}
+	id := distlock.NewOwnerID()
+	c := distlock.New(spy, distlock.WithLogger(logger), distlock.WithTTL(300*time.Millisecond))
+	l, err := c.Mutex("orders:42", distlock.WithOwner(id)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, l.Done(), 5*time.Second, "the loss")
+	_ = l.Unlock(ctx)
+
+	// A URL with a password, to a port where nothing listens.
+	const password = "hunter2-is-secret"
+	uc, err := distlock.Open(ctx, "redis://:"+password+"@127.0.0.1:1/0", distlock.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	if _, err := uc.Mutex("k").TryLock(ctx); err == nil {
+		t.Fatal("TryLock on a closed port succeeded")
+	}
+
+	var levels []string
+	for line := range strings.Lines(buf.String()) {
+		var rec struct {
+			Level, Msg, Key, Cause string
+			Token                  uint64
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		levels = append(levels, rec.Level+" "+rec.Msg)
+		if rec.Key == "" {
+			t.Errorf("no key in %s", line)
+		}
+		if rec.Msg == "distlock: lease lost" && (rec.Token == 0 || rec.Cause != "refused") {
+			t.Errorf("lost lease logged without its token or cause: %s", line)
+		}
+	}
+	want := []string{
+		"DEBUG distlock: attempt",
+		"DEBUG distlock: attempt",
+		"DEBUG distlock: acquired",
+		"INFO distlock: renewal failed",
+		"WARN distlock: lease lost",
+		"DEBUG distlock: attempt",
+		"DEBUG distlock: not acquired",
+	}
+	if strings.Join(levels, "\n") != strings.Join(want, "\n") {
+		t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(levels, "\n"), strings.Join(want, "\n"))
+	}
+	spy.mu.Lock()
+	secrets := append(spy.secrets, id.Secret(), id.String(), password)
+	spy.mu.Unlock()
+	if len(secrets) < 5 {
+		t.Fatalf("only %d secrets seen", len(secrets))
+	}
+	for _, s := range secrets {
+		if strings.Contains(buf.String(), s) {
+			t.Errorf("the log holds the secret %q:\n%s", s, buf.String())
+		}
+	}
+	if !errors.Is(l.Err(), distlock.ErrLockLost) {
+		t.Errorf("Err: %v; want ErrLockLost", l.Err())
+	}
+}
+
+// TestLoggerSilentByDefault: without WithLogger nothing reaches the
+// default logger.
+func TestLoggerSilentByDefault(t *testing.T) {
+	var buf syncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(old)
+	f := newFaulty()
+	f.acquireFaults = 1
+	l, err := distlock.New(f).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock(context.Background())
+	if buf.String() != "" {
+		t.Errorf("logged without a logger: %s", buf.String())
+	}
+}
