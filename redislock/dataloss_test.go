@@ -322,3 +322,39 @@ func TestMaxTTL(t *testing.T) {
 	}
 	_ = l.Unlock(ctx)
 }
+
+// TestURLGuardOptions: max_ttl and restart_guard in a URL.
+func TestURLGuardOptions(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		query string
+		ttl   time.Duration
+		ok    bool
+	}{
+		{"", 2 * time.Minute, false},
+		{"?max_ttl=2m", 2 * time.Minute, true},
+		{"?restart_guard=off", time.Hour, true},
+	} {
+		c, err := distlock.Open(ctx, "redis://"+srv.Addr()+"/0"+tt.query, distlock.WithTTL(tt.ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Mutex(t.Name()).TryLock(ctx)
+		if (err == nil) != tt.ok {
+			t.Errorf("%q, TTL %v: TryLock: %v; want success: %v", tt.query, tt.ttl, err, tt.ok)
+		}
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		c.Close()
+	}
+	for _, bad := range []string{"?max_ttl=0s", "?max_ttl=x", "?restart_guard=maybe"} {
+		if c, err := distlock.Open(ctx, "redis://"+srv.Addr()+"/0"+bad); !errors.Is(err, distlock.ErrInvalidURL) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Open(%q): %v; want ErrInvalidURL", bad, err)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +89,63 @@ func TestOneOfFiveRestartedEmpty(t *testing.T) {
 				t.Errorf("second token %d is not above the first %d", l.Token(), first.Token())
 			}
 		})
+	}
+}
+
+// TestInspectWarnings: Inspect names the masters whose eviction policy or
+// missing persistence puts locks at risk, and those where the restart
+// guard holds the key back.
+func TestInspectWarnings(t *testing.T) {
+	srvs := []*testserver.Redis{
+		testserver.StartRedis(t, testserver.WithPersistence()),
+		testserver.StartRedis(t, testserver.WithPersistence(), testserver.WithArgs("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru")),
+		testserver.StartRedis(t, testserver.WithPersistence(), testserver.AsRestarted()),
+	}
+	b := newBackend(t, addrsOf(srvs))
+	info, err := b.Inspect(context.Background(), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Warnings) != 2 ||
+		!strings.HasPrefix(info.Warnings[0], srvs[1].Addr()+": maxmemory-policy allkeys-lru") ||
+		!strings.HasPrefix(info.Warnings[1], srvs[2].Addr()+": restart guard") {
+		t.Errorf("warnings %q; want node 1's eviction policy, then the guard on node 2", info.Warnings)
+	}
+}
+
+// TestURLGuardOptions: max_ttl and restart_guard in a redlock:// URL.
+func TestURLGuardOptions(t *testing.T) {
+	srvs := startNodes(t, 3)
+	base := "redlock://" + strings.Join(addrsOf(srvs), ",")
+	ctx := context.Background()
+	for _, tt := range []struct {
+		query string
+		ttl   time.Duration
+		ok    bool
+	}{
+		{"", 2 * time.Minute, false},
+		{"?max_ttl=2m", 2 * time.Minute, true},
+		{"?restart_guard=off", time.Hour, true},
+	} {
+		c, err := distlock.Open(ctx, base+tt.query, distlock.WithTTL(tt.ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Mutex(t.Name()).TryLock(ctx)
+		if (err == nil) != tt.ok {
+			t.Errorf("%q, TTL %v: TryLock: %v; want success: %v", tt.query, tt.ttl, err, tt.ok)
+		}
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		c.Close()
+	}
+	for _, bad := range []string{"?max_ttl=0s", "?restart_guard=maybe"} {
+		if c, err := distlock.Open(ctx, base+bad); !errors.Is(err, distlock.ErrInvalidURL) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Open(%q): %v; want ErrInvalidURL", bad, err)
+		}
 	}
 }
