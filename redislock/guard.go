@@ -14,12 +14,13 @@ import (
 const DefaultMaxTTL = redisnode.DefaultMaxTTL
 
 // WithMaxTTL sets the maximum lease length (default [DefaultMaxTTL]):
-// acquisitions and renewals with a longer TTL fail with an error, and after
-// a server restart that lost the data, new keys are granted only once the
-// server has run for d (the restart guard; see the package documentation).
-// Every client of the same servers must use the same d or a shorter one's
-// holders are covered too, so set it to the longest TTL any of them uses.
-// A d that is not positive makes every call fail.
+// acquisitions and renewals with a longer TTL fail at once with an error
+// wrapping errors.ErrUnsupported, and after a server restart that lost the
+// data, keys without a fencing counter are granted only once the server
+// has run for d (the restart guard; see the package documentation). The
+// guard covers the leases of other clients only up to d: give every client
+// of the same servers the same d, at least the longest TTL any of them
+// uses. A d that is not positive makes every call fail.
 func WithMaxTTL(d time.Duration) Option { return func(b *Backend) { b.maxTTL = d } }
 
 // WithoutRestartGuard turns the restart guard off, and with it the maximum

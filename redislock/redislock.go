@@ -46,15 +46,18 @@ type Option func(*Backend)
 // WithPrefix sets the string put before every key (default [DefaultPrefix]).
 func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 
-// WithReplicas makes every acquisition wait, with Redis' WAIT, until n
-// replicas have the lock, for at most timeout. If fewer confirm, the lock
-// is released and Acquire fails with [ErrNotReplicated].
+// WithReplicas makes every acquisition of a mutex, and every renewal of
+// one, wait with Redis' WAIT until n replicas have it, for at most timeout.
+// If fewer confirm an acquisition, the lock is released and Acquire fails
+// with [ErrNotReplicated]; if fewer confirm a renewal, Refresh fails with
+// it and the lease keeps its previous deadline.
 //
 // This narrows the failover window in which a promoted replica does not
-// yet know the lock, but does not close it: WAIT is not a consensus
-// protocol, a replica that acknowledged can still lose the write, and
-// Sentinel may promote a replica that did not acknowledge. Pass the lock's
-// fencing token to the resource for the remaining cases.
+// know the lock, or knows an older expiry, but does not close it: WAIT is
+// not a consensus protocol, a replica that acknowledged can still lose the
+// write, and Sentinel may promote a replica that did not acknowledge (see
+// the package documentation). Pass the lock's fencing token to the
+// resource for the remaining cases.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(b *Backend) { b.replicas, b.waitFor = n, timeout }
 }
