@@ -64,7 +64,7 @@ type Backend struct {
 	maxTTL    time.Duration // the restart guard's (see guard.go)
 	guardOff  bool
 	risks     []redisnode.RiskCache // per node
-	err       error // set by New when the configuration cannot work
+	err       error                 // set by New when the configuration cannot work
 	pending   pendingSet
 	stop      chan struct{} // closed by Close: workers exit
 	ownsRDB   bool          // opened from a URL: Close closes the clients
