@@ -32,7 +32,18 @@
 //     UPDATE (below).
 //
 // Equal tokens are accepted everywhere: they come from the same holding
-// writing again.
+// writing again — as long as the lock's store never issues a token twice.
+// A store that lost its data can (a Redis server restarted without
+// persistence and with its guards off, a failover to a lagging replica with
+// its clock set back): then two holders present one token. To tell them
+// apart, send the holding's identifier beside the token, the lock's Holder
+// (a one-way hash of its owner token, safe to pass around), and use the
+// helpers that take it: [Guard.DoHolder] and [Guard.AdmitHolder],
+// [RedisSetHolder], [HolderHeader] (read by [Handler]), and a holder column
+// in SQL. A write with the token the resource accepted last, from a
+// different holder, then fails with [ErrTokenReused] (which is also
+// [ErrStale]): the first holder to write keeps the resource. A write that
+// names no holder matches any.
 //
 // # SQL
 //
@@ -55,4 +66,13 @@
 // RowsAffected counts changed rows, not matched ones, and an identical
 // repeated write would read as stale: connect with the client flag
 // CLIENT_FOUND_ROWS (clientFoundRows=true for go-sql-driver/mysql).
+//
+// To refuse a second holder with the same token, keep the holder beside the
+// token (fence_holder TEXT NOT NULL, starting empty) and let an equal token
+// through only for the holder that wrote it:
+//
+//	UPDATE orders SET status = $1, fence_token = $2, fence_holder = $4
+//	 WHERE id = $3 AND (fence_token < $2 OR (fence_token = $2 AND fence_holder = $4))
+//
+// with $4 = l.Holder(). Every writer must then name its holder.
 package fence

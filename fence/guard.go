@@ -20,6 +20,7 @@ type Guard struct {
 type guardEntry struct {
 	mu      sync.Mutex // held across the check, the record and the write
 	highest uint64
+	holder  string // of the highest token, if its writers named one
 	seen    bool
 }
 
@@ -39,7 +40,8 @@ func (g *Guard) entry(resource string) *guardEntry {
 
 // Admit accepts token for resource if it is not lower than the highest
 // token accepted for resource so far, and records it as the new highest.
-// An equal token is accepted: it is the same holding writing again. A lower
+// An equal token is accepted: it is the same holding writing again (see
+// [Guard.AdmitHolder] for stores that may repeat a token). A lower
 // token is rejected with an error wrapping [ErrStale] that names both
 // tokens.
 //
@@ -63,13 +65,40 @@ func (g *Guard) Admit(resource string, token uint64) error {
 // make older holders current again. write must not call Do or Admit for
 // the same resource on g. A nil write makes Do equivalent to Admit.
 func (g *Guard) Do(resource string, token uint64, write func() error) error {
+	return g.DoHolder(resource, token, "", write)
+}
+
+// AdmitHolder is [Guard.Admit] for a writer that names its holding:
+// holder is the lock's [Lock.Holder], or any identifier fixed for one
+// holding. It also rejects token when it equals the highest accepted token
+// but came with another holder, with an error wrapping [ErrTokenReused]
+// and [ErrStale]. An empty holder names nobody: it matches any.
+//
+// [Lock.Holder]: https://pkg.go.dev/github.com/distlock-go/distlock#Lock.Holder
+func (g *Guard) AdmitHolder(resource string, token uint64, holder string) error {
+	return g.DoHolder(resource, token, holder, nil)
+}
+
+// DoHolder is [Guard.Do] with the check of [Guard.AdmitHolder]: a write
+// with the highest token so far is let through only for the holder that
+// first wrote with it (or when either side names no holder).
+func (g *Guard) DoHolder(resource string, token uint64, holder string, write func() error) error {
 	e := g.entry(resource)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.seen && token < e.highest {
+	switch {
+	case e.seen && token < e.highest:
 		return staleError(token, e.highest)
+	case e.seen && token == e.highest:
+		if holder != "" && e.holder != "" && holder != e.holder {
+			return reusedError(token, e.holder, holder)
+		}
+		if e.holder == "" {
+			e.holder = holder
+		}
+	default:
+		e.highest, e.holder, e.seen = token, holder, true
 	}
-	e.highest, e.seen = token, true
 	if write == nil {
 		return nil
 	}

@@ -10,9 +10,51 @@ import (
 // Header is the HTTP header that carries a fencing token, in decimal.
 const Header = "Distlock-Token"
 
+// HolderHeader is the optional HTTP header that names the holding that
+// sends the token (the lock's Holder): [Handler] then refuses a second
+// holder with the same token.
+const HolderHeader = "Distlock-Holder"
+
+// maxHolder bounds the length of a holder id taken from a request.
+const maxHolder = 128
+
 // SetHeader sets the [Header] header of h to token, replacing any value.
 func SetHeader(h http.Header, token uint64) {
 	h.Set(Header, strconv.FormatUint(token, 10))
+}
+
+// SetHolderHeader sets the [HolderHeader] header of h to holder, replacing
+// any value; an empty holder removes it.
+func SetHolderHeader(h http.Header, holder string) {
+	if holder == "" {
+		h.Del(HolderHeader)
+		return
+	}
+	h.Set(HolderHeader, holder)
+}
+
+// HolderFromRequest returns the holder id in the [HolderHeader] header of
+// r, or "" if there is none. It returns an error if the header appears more
+// than once, or is longer than 128 bytes or holds anything but printable
+// ASCII.
+func HolderFromRequest(r *http.Request) (string, error) {
+	vs := r.Header.Values(HolderHeader)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", fmt.Errorf("fence: request has %d %s headers, want at most one", len(vs), HolderHeader)
+	}
+	v := vs[0]
+	if len(v) > maxHolder {
+		return "", fmt.Errorf("fence: %s header is %d bytes long, longer than %d", HolderHeader, len(v), maxHolder)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x21 || v[i] > 0x7e {
+			return "", fmt.Errorf("fence: malformed %s header %q: want printable ASCII without spaces", HolderHeader, v)
+		}
+	}
+	return v, nil
 }
 
 // TokenFromRequest returns the fencing token in the [Header] header of r.
@@ -34,12 +76,14 @@ func TokenFromRequest(r *http.Request) (uint64, error) {
 }
 
 // Handler returns a handler that admits each request through g before
-// passing it to next. The token comes from the [Header] header, the
-// resource name from resource(r); a nil resource uses r.URL.Path.
+// passing it to next. The token comes from the [Header] header, the holder,
+// if any, from the [HolderHeader] header, and the resource name from
+// resource(r); a nil resource uses r.URL.Path.
 //
-// A request without a valid token gets 400 Bad Request, and one whose token
-// is lower than the highest g accepted for its resource gets 409 Conflict;
-// neither reaches next. Otherwise next serves the request inside
+// A request without a valid token, or with a malformed holder, gets 400 Bad
+// Request; one whose token is lower than the highest g accepted for its
+// resource, or equal to it but from another holder ([Guard.DoHolder]), gets
+// 409 Conflict; neither reaches next. Otherwise next serves the request inside
 // [Guard.Do]: requests for the same resource are served one at a time, so
 // a request admitted with an older token cannot write after a newer one.
 // next must not admit through g for the same resource itself.
@@ -50,11 +94,16 @@ func Handler(g *Guard, resource func(*http.Request) string, next http.Handler) h
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		holder, err := HolderFromRequest(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		name := r.URL.Path
 		if resource != nil {
 			name = resource(r)
 		}
-		err = g.Do(name, token, func() error {
+		err = g.DoHolder(name, token, holder, func() error {
 			next.ServeHTTP(w, r)
 			return nil
 		})

@@ -25,27 +25,42 @@ var (
 // returns an error wrapping [ErrStale] that names both tokens. An equal
 // token is accepted. rdb can be any go-redis client, including a cluster
 // client: everything lives in the one key, a hash with the fields "value"
-// and "token", so there is no hash slot to share.
+// and "token" (and "holder", see [RedisSetHolder]), so there is no hash
+// slot to share.
 //
 // The key's TTL, if any, is kept. The fence holds only for writes that go
 // through RedisSet: a plain HSET or DEL on key bypasses it (and a DEL
 // forgets the highest token). A key holding another type fails with
 // Redis's WRONGTYPE error.
 func RedisSet(ctx context.Context, rdb redis.Scripter, key, value string, token uint64) error {
-	res, err := setScript.Run(ctx, rdb, []string{key}, value, strconv.FormatUint(token, 10)).Slice()
+	return RedisSetHolder(ctx, rdb, key, value, token, "")
+}
+
+// RedisSetHolder is [RedisSet] for a writer that names its holding, as
+// [Guard.DoHolder] does: the holder is stored in the field "holder", and a
+// write with the stored token from another holder is refused with an error
+// wrapping [ErrTokenReused] and [ErrStale]. An empty holder names nobody:
+// it matches any, and keeps the stored one.
+func RedisSetHolder(ctx context.Context, rdb redis.Scripter, key, value string, token uint64, holder string) error {
+	res, err := setScript.Run(ctx, rdb, []string{key}, value, strconv.FormatUint(token, 10), holder).Slice()
 	if err != nil {
 		return fmt.Errorf("fence: storing %q: %w", key, err)
 	}
-	if len(res) != 2 {
+	if len(res) < 2 {
 		return fmt.Errorf("fence: storing %q: unexpected reply %v", key, res)
 	}
-	if ok, _ := res[0].(int64); ok == 1 {
+	outcome, _ := res[0].(int64)
+	if outcome == 1 {
 		return nil
 	}
 	s, _ := res[1].(string)
 	stored, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return fmt.Errorf("fence: storing %q: unexpected stored token %v", key, res[1])
+	}
+	if outcome == 2 && len(res) == 3 {
+		first, _ := res[2].(string)
+		return fmt.Errorf("%w (key %q)", reusedError(stored, first, holder), key)
 	}
 	return fmt.Errorf("%w (key %q)", staleError(token, stored), key)
 }

@@ -10,9 +10,10 @@
 //
 // Each operation is one Lua script, so one round trip, atomic on the server:
 //
-//   - Acquire: if the lock key is free, INCR the key's fencing counter and
-//     SET the lock with the owner token, the token, the server's TIME and the
-//     holder's host and pid, with PX ttl. If the same owner already holds it,
+//   - Acquire: if the lock key is free, issue the next fencing token (the
+//     key's counter plus one, or the server's clock in µs if that is
+//     higher; see below) and SET the lock with the owner token, the token,
+//     the server's TIME and the holder's host and pid, with PX ttl. If the same owner already holds it,
 //     the same grant is returned again: a retry after a lost reply is
 //     recognised instead of waiting for its own lock to expire. Otherwise the
 //     holder's remaining TTL comes back as the retry hint.
@@ -26,7 +27,8 @@
 //     the few milliseconds a repeat takes) still reports the lock lost. An
 //     owner that held nothing is taken out of the fair queue instead (a
 //     waiter giving up), in a second script.
-//   - Refresh: compare the owner and PEXPIRE.
+//   - Refresh: compare the owner and PEXPIRE (with [WithReplicas], then
+//     WAIT, on the same connection).
 //
 // Scripts run by EVALSHA and are loaded again on NOSCRIPT. The lock key, its
 // counter and its channel share a {hash tag}, so the scripts work on Cluster
@@ -68,9 +70,14 @@
 // # Inspection
 //
 // Inspect reads the lock, then the readers and permits if the lock key is
-// free, and warns when the server's maxmemory-policy lets it evict keys
-// (every policy but noeviction, once maxmemory is set): an evicted lock key
-// lets a second holder in. Servers that refuse CONFIG GET get no warning.
+// free. Its Warnings say, in one line, how the servers' configuration puts
+// locks at risk: a maxmemory-policy that may evict keys (allkeys-*: lock
+// keys and fencing counters; volatile-*: lock keys), and no append-only
+// file (a restart loses the locks held). It reads them from INFO memory
+// and INFO persistence, at most once a minute per Backend, never on the
+// path of an acquisition; a server that does not answer gets no warning.
+// A second line says when the restart guard holds the key back, and for
+// how long. distlock status prints both.
 //
 // # Read-write locks
 //
@@ -80,29 +87,106 @@
 // steady stream of readers cannot starve it; a writer that gives up
 // withdraws the claim. Each side is one script per operation.
 //
+// # Fencing tokens and lost data
+//
+// A grant's token is max(counter + 1, server clock in µs), stored back as
+// the key's counter, in the same script: no extra round trip. While the
+// counter lasts, each grant's token is above the last. When the counter is
+// lost — a restart without persistence, FLUSHALL, an eviction under an
+// allkeys-* policy, a failover to a replica that had not received the last
+// grants, a restart from an older snapshot — the next token comes from the
+// clock of the server that grants it, and is above every token issued
+// before the loss if that server's clock is not behind the clock that
+// issued them by more than the loss took: a restart or a failover takes
+// seconds, NTP keeps clocks within milliseconds. A clock set back by hand,
+// or a server restored from a VM snapshot with its old clock, breaks this.
+// (It also needs fewer grants of one key than one per µs, which Redis
+// cannot serve.) Tokens are µs since 1970, about 1.8e15: exact in the
+// scripts' Lua numbers (up to 2^53, the year 2255), in uint64 and in a
+// SQL BIGINT.
+//
+// # The restart guard
+//
+// A server that restarts without its data forgets the locks it granted,
+// while their holders may still be inside their leases. So a grant of a
+// key that has no fencing counter — a key new to the server, or one whose
+// data it lost — is refused while the server has run for less than the
+// maximum lease length ([WithMaxTTL], default [DefaultMaxTTL]), with the
+// time left as the retry hint: Lock waits, TryLock reports ErrNotObtained.
+// Once the server has run that long, every lease granted before its start
+// has ended, since no lease is longer than the maximum: longer TTLs fail
+// at once. The check runs only when the counter is missing, inside the
+// same script (it reads INFO server), so it costs the common path nothing.
+//
+// A brand-new server looks like one that lost its data, and would hold new
+// keys back too. It stops once the server has run for the maximum lease
+// length, or at once after [Backend.DeclareFresh], which records, in the
+// server's data, that its current life (its run id) follows no loss: call
+// it after starting brand-new servers, or servers known to have kept their
+// data. A restart ends the declaration. The record is one key per prefix
+// ("distlock:guard"), or one per hash slot on Cluster (DeclareFresh
+// writes 16384).
+//
+// The cost: after a restart, new keys — and, without persistence, all
+// keys — wait until the server has run for the maximum lease length (a
+// second more, as uptime is read in whole seconds). Keys whose counter
+// survived are not held back. [WithoutRestartGuard] turns the guard off.
+//
+// The guard does not cover: FLUSHALL or evictions on a server that has run
+// longer than the maximum lease; a failover (a promoted replica has not
+// restarted, see below); a partial loss (appendfsync everysec, an older
+// snapshot) that leaves a key's counter in place; a server clock that jumps
+// forward, which shortens the guard as it shortens every TTL.
+//
+// # Failover
+//
+// Replication is asynchronous: a replica promoted by Sentinel or Cluster
+// may lack the last grants and renewals. [WithReplicas](n, timeout) sends
+// WAIT n after each acquisition of a mutex (fair or not) and after each of
+// its renewals, on the same connection. An acquisition that fewer than n
+// replicas confirm is released and fails with [ErrNotReplicated]; such a
+// renewal fails, and the lease keeps the deadline of the last confirmed
+// one. So a grant or renewal reported to the caller had reached n replicas,
+// and a failover to one of them that kept its data keeps the lock at least
+// until the ValidUntil the holder was given.
+//
+// It does not close the rest: Sentinel may promote a replica that did not
+// confirm (with more replicas than n, or one that fell behind since); a
+// replica that confirmed loses the write if it restarts without
+// persistence before the failover; and for the moment between the grant
+// and a failed WAIT, the lock is held on the master. Read-write locks and
+// semaphores do not wait. Fencing tokens stay above the lost ones on the
+// terms of the section on tokens, so a resource that checks them refuses
+// the holder whose lock the failover lost, once the new holder has
+// written.
+//
 // # Guarantees
 //
-//	deployment              mutual exclusion while the lease lasts           fencing tokens
-//	----------------------  -----------------------------------------------  ------------------------------------
-//	standalone              yes, while the server runs                        increase, unless the server restarts
-//	                                                                          without persistence (counter lost)
-//	standalone, AOF          survives restarts with appendfsync always        increase across restarts
-//	  appendfsync always
-//	Sentinel                yes, except across a failover to a replica that   may repeat after such a failover
-//	                        had not received the lock (asynchronous
-//	                        replication)
-//	Sentinel + WithReplicas failover window narrowed: the lock reached n      as for the lock
-//	                        replicas before Acquire returned (not a
-//	                        consensus guarantee)
-//	Cluster                 as Sentinel, per shard                            as Sentinel
+// Each row says what holds and what must be true for it.
 //
-// In every row the holder learns of a lost lease no later than
-// Lock.ValidUntil (Done closes), and a resource that checks fencing tokens
-// rejects a stale holder. The counter key never expires: one small key per
-// lock name is the price of tokens that do not go backwards. For tokens that
-// must never repeat even across failovers, make the protected resource
-// remember the highest token it accepted (package fence) and use persistence
-// with WithReplicas, or use redlock with delayed restarts.
+//	guarantee                  deployment   what must be true
+//	-------------------------  -----------  -------------------------------------------------------
+//	one holder at a time       all          the server keeps each lock key until its TTL ends:
+//	                                        maxmemory-policy noeviction (or no memory pressure),
+//	                                        no FLUSHALL, no forward jump of the server's clock
+//	  across a restart         all          appendonly yes with appendfsync always; or the
+//	                                        restart guard (default), no client's TTL above the
+//	                                        maximum lease, and no DeclareFresh after a loss
+//	  across a failover        Sentinel,    the promoted replica had the grant and its renewals:
+//	                           Cluster      likely with WithReplicas, not promised (Failover)
+//	tokens increase            all          the key's counter survives; or, when it is lost, the
+//	                                        clock of the server that grants next is not behind
+//	                                        the one that issued the lost tokens by more than the
+//	                                        loss took
+//	lost lease known by        all          the client's and the server's clocks advance at rates
+//	  ValidUntil (Done)                     within the drift allowance (WithDrift)
+//
+// The counter key never expires: one small key per lock name is the price
+// of tokens that do not go backwards. A resource that checks tokens
+// (package fence) refuses a holder whose lease ended, whichever row's
+// condition failed, as long as tokens increase; where even that could fail
+// (a clock set back), it can also compare holders (fence's Holder helpers)
+// and refuse a second holder with an equal token.
 //
 // # Client settings
 //

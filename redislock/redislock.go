@@ -33,6 +33,9 @@ type Backend struct {
 	notify   *redisnode.Notifier
 	keys     *redisnode.KeyCache
 	ownsRDB  bool
+	maxTTL   time.Duration // the restart guard's (see guard.go)
+	guardOff bool
+	risks    redisnode.RiskCache
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -43,15 +46,18 @@ type Option func(*Backend)
 // WithPrefix sets the string put before every key (default [DefaultPrefix]).
 func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 
-// WithReplicas makes every acquisition wait, with Redis' WAIT, until n
-// replicas have the lock, for at most timeout. If fewer confirm, the lock
-// is released and Acquire fails with [ErrNotReplicated].
+// WithReplicas makes every acquisition of a mutex, and every renewal of
+// one, wait with Redis' WAIT until n replicas have it, for at most timeout.
+// If fewer confirm an acquisition, the lock is released and Acquire fails
+// with [ErrNotReplicated]; if fewer confirm a renewal, Refresh fails with
+// it and the lease keeps its previous deadline.
 //
 // This narrows the failover window in which a promoted replica does not
-// yet know the lock, but does not close it: WAIT is not a consensus
-// protocol, a replica that acknowledged can still lose the write, and
-// Sentinel may promote a replica that did not acknowledge. Pass the lock's
-// fencing token to the resource for the remaining cases.
+// know the lock, or knows an older expiry, but does not close it: WAIT is
+// not a consensus protocol, a replica that acknowledged can still lose the
+// write, and Sentinel may promote a replica that did not acknowledge (see
+// the package documentation). Pass the lock's fencing token to the
+// resource for the remaining cases.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(b *Backend) { b.replicas, b.waitFor = n, timeout }
 }
@@ -74,14 +80,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
 		rdb = nil // a typed nil client: report it, do not panic on it
 	}
-	b := &Backend{rdb: rdb, prefix: DefaultPrefix, drift: driver.DefaultDrift}
+	b := &Backend{rdb: rdb, prefix: DefaultPrefix, drift: driver.DefaultDrift, maxTTL: DefaultMaxTTL}
 	for _, opt := range opts {
 		opt(b)
 	}
 	if rdb != nil {
 		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
 	}
-	b.keys = redisnode.NewKeyCache(b.prefix)
+	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	return b
 }
 
@@ -112,6 +118,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}
 	if req.Reentry != "" {
 		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks: %w", errors.ErrUnsupported)
+	}
+	if err := b.checkTTL(req.TTL); err != nil {
+		return driver.Grant{}, err
 	}
 	k := b.keys.Get(req.Key)
 	var (
@@ -167,7 +176,7 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 		} else {
 			acq = redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
 		}
-		wait := waitCmd(ctx, pipe, b.replicas, b.waitFor)
+		wait := redisnode.WaitCmd(ctx, pipe, b.replicas, b.waitFor)
 		_, err := pipe.Exec(ctx)
 		return acq, wait, err
 	}
@@ -220,12 +229,20 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	return err
 }
 
-// Refresh implements driver.Backend: compare-and-extend, in one round trip.
+// Refresh implements driver.Backend: compare-and-extend, in one round trip
+// (with WithReplicas, a mutex's renewal then waits for the replicas, as its
+// acquisition does).
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	if err := b.check(l.Key); err != nil {
 		return 0, err
 	}
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
+	}
 	refresh := byKind(l.Kind, redisnode.RefreshRead, redisnode.RefreshPermit, redisnode.Refresh)
+	if b.replicas > 0 && l.Kind == driver.Exclusive {
+		refresh = b.refreshReplicated
+	}
 	ok, err := refresh(ctx, b.rdb, b.keys.Get(l.Key), l.Owner, ttl)
 	switch {
 	case err != nil:
@@ -263,7 +280,8 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 }
 
 // Inspect implements driver.Backend: a mutex or writer in one round trip,
-// readers and permits in a second, and a third for the warnings.
+// readers and permits in a second, and one or two more for the warnings
+// (see the package documentation).
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	if err := b.check(key); err != nil {
 		return driver.Info{}, err
@@ -290,9 +308,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 			}
 		}
 	}
-	if w := redisnode.EvictionRisk(ctx, b.rdb); w != "" {
-		info.Warnings = []string{w}
-	}
+	info.Warnings = b.warnings(ctx, k)
 	return info, nil
 }
 
@@ -307,17 +323,4 @@ func (b *Backend) Close() error {
 		err = errors.Join(err, b.rdb.Close())
 	}
 	return err
-}
-
-// waitCmd queues WAIT. go-redis' own Wait stretches the read deadline by
-// the timeout, so it is preferred where the pipeline has it.
-func waitCmd(ctx context.Context, pipe redis.Pipeliner, n int, timeout time.Duration) *redis.IntCmd {
-	if w, ok := pipe.(interface {
-		Wait(context.Context, int, time.Duration) *redis.IntCmd
-	}); ok {
-		return w.Wait(ctx, n, timeout)
-	}
-	cmd := redis.NewIntCmd(ctx, "wait", n, timeout.Milliseconds())
-	_ = pipe.Process(ctx, cmd)
-	return cmd
 }

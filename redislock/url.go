@@ -12,17 +12,19 @@ import (
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
 // URL schemes registered with distlock.Open:
 //
-//	redis://[user:pass@]host:port[/db][?prefix=P&dial_timeout=...]
+//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off&dial_timeout=...]
 //	rediss://...                                     (TLS)
-//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P]
-//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P]
+//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off]
+//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off]
 //
-// Query options other than prefix are go-redis' own (see redis.ParseURL)
-// for redis and rediss. Clients opened from a URL are set up as the package
+// max_ttl is a Go duration ("90s"), see [WithMaxTTL]; restart_guard=off is
+// [WithoutRestartGuard]. Query options other than these and prefix are
+// go-redis' own (see redis.ParseURL) for redis and rediss. Clients opened from a URL are set up as the package
 // documentation recommends (ContextTimeoutEnabled, DialerRetries 1 and,
 // unless the query sets max_retries, MaxRetries -1), and are closed with
 // the distlock.Client. Over rediss://, the TLS handshake is bound to the
@@ -36,13 +38,9 @@ func init() {
 
 // OpenURL opens a backend from one of the URL forms above.
 func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
-	rdb, prefix, err := parseURL(u)
+	rdb, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
-	}
-	var opts []Option
-	if prefix != nil {
-		opts = append(opts, WithPrefix(*prefix))
 	}
 	b := New(rdb, opts...)
 	b.ownsRDB = true
@@ -53,14 +51,21 @@ func invalid(u *url.URL, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", distlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
 }
 
-// parseURL builds a client from u; prefix is nil when not given.
-func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
+// parseURL builds a client from u, and the options its query sets.
+func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 	q := u.Query()
-	var prefix *string
+	var opts []Option
 	if q.Has("prefix") {
-		p := q.Get("prefix")
-		prefix = &p
+		opts = append(opts, WithPrefix(q.Get("prefix")))
 		q.Del("prefix")
+	}
+	switch maxTTL, off, err := redisnode.GuardQuery(q); {
+	case err != nil:
+		return nil, nil, invalid(u, "%v", err)
+	case off:
+		opts = append(opts, WithoutRestartGuard())
+	case maxTTL > 0:
+		opts = append(opts, WithMaxTTL(maxTTL))
 	}
 	if u.Host == "" {
 		return nil, nil, invalid(u, "no host")
@@ -86,7 +91,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 		if opt.TLSConfig != nil {
 			opt.Dialer = dialTLS(opt.TLSConfig, opt.DialTimeout)
 		}
-		return redis.NewClient(opt), prefix, nil
+		return redis.NewClient(opt), opts, nil
 	case "redis+sentinel":
 		if len(q) > 0 {
 			return nil, nil, invalid(u, "unknown option(s) %v", q)
@@ -108,7 +113,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: parts[0], SentinelAddrs: addrs, Username: user, Password: pass,
 			DB: db, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
-		}), prefix, nil
+		}), opts, nil
 	case "redis+cluster":
 		if len(q) > 0 {
 			return nil, nil, invalid(u, "unknown option(s) %v", q)
@@ -124,7 +129,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, *string, error) {
 		// default; its redirections (MOVED, ASK) are not retries.
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, Username: user, Password: pass, ContextTimeoutEnabled: true, DialerRetries: 1,
-		}), prefix, nil
+		}), opts, nil
 	}
 	return nil, nil, invalid(u, "scheme %q is not redislock's", u.Scheme)
 }

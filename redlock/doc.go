@@ -59,14 +59,17 @@
 // Mutual exclusion holds if, over one lease, the clocks of the client and of
 // the masters advance at rates that differ by less than the drift allowance,
 // and if a master does not forget a lock it granted before that lock expires
-// (see restarts below). Network delays and the client's own pauses are
+// (for restarts, the restart guard sees to it: see below). Network delays and the client's own pauses are
 // allowed: they come off the validity, and a lease whose validity ran out is
 // over whether or not its holder noticed.
 //
 // # Fencing tokens
 //
-// Each master keeps a counter per key and gives a fresh grant its next
-// value. Per-node counters alone do not order holders, since two holders'
+// Each master keeps a counter per key and gives a fresh grant the token
+// max(counter + 1, its clock in µs rounded down to [TokenGrain], 100ms),
+// stored back as the counter. The rounding lets masters whose clocks differ
+// by a little issue the same token when the clock moves their counters on.
+// Per-node counters alone do not order holders, since two holders'
 // quorums may share a single node. The token of a holding is therefore the
 // largest token among the nodes that granted it. When those nodes disagree,
 // it is first written back to every node (the seed script: raise the counter
@@ -96,16 +99,18 @@
 // nodes count.
 //
 // The proof needs counters that never go backwards. A master loses them
-// when it restarts without its data, when it is flushed, when the counter
-// is evicted (use noeviction or a volatile-* maxmemory policy: the counter
-// has no TTL), or when a lagging replica is promoted in its place. Run every
-// master with appendonly yes and appendfsync always, and tokens are
-// guaranteed. Delaying a restart beyond the longest TTL does not bring
-// counters back: it keeps mutual exclusion (below), and tokens then keep
-// increasing only while each new quorum includes a node that kept its
-// counter. The write-back repairs a lagging node at the first grant where
-// it disagrees with the others, which narrows that window but cannot close
-// it.
+// when it restarts without its data, when it is flushed, when a counter is
+// evicted (counters have no TTL: an allkeys-* policy can evict them), or
+// when a lagging replica or an older file takes its place. Its next token
+// then comes from its clock, rounded down to TokenGrain: above every token
+// issued before the loss if its clock is not behind the clocks that issued
+// them (write-backs carry tokens from one master to another) by more than
+// the loss took, less TokenGrain. A restart without data meets this by
+// far under the restart guard, which holds the master's new grants back
+// for at least a second; a flush, an eviction or an older file followed
+// by a grant on the same master within 100ms may not, unless the next
+// quorum meets a master that kept its counter. appendonly yes with
+// appendfsync always, and noeviction, keep the counters themselves.
 //
 // # Known critiques, and what distlock does
 //
@@ -127,14 +132,41 @@
 // counter.
 //
 // Restarts without persistence: a master that restarts empty forgets the
-// locks it granted, and with the holder's other nodes it can form a quorum
-// for a second holder (one restart of 3 or 5 nodes is enough). Either
-// persist every write (appendonly yes, appendfsync always), or keep a
-// restarted master out for longer than the longest TTL in use, so that
-// every lock it knew has expired before it answers again. Refresh also
-// re-takes the lock on a node that lost it, which shortens — but does not
-// remove — the window in which a restarted node can be used against a
-// live holder.
+// locks it granted, and with the holder's other nodes it could form a
+// quorum for a second holder (one restart of 3 or 5 nodes is enough). The
+// restart guard, on by default, is the delayed restart done by the
+// masters themselves: a master grants no key that has no fencing counter
+// until it has run for the maximum lease length ([WithMaxTTL], default
+// [DefaultMaxTTL]; longer TTLs fail at once), by which time every lock it
+// knew has expired. It reads its uptime and run id (INFO server) inside the
+// acquire script, only when the counter is missing: no extra round trip.
+// The cost is that a restarted master helps no new quorum for that long,
+// and that brand-new masters hold new keys back too, until they have run
+// that long or [Backend.DeclareFresh] declares them new. Refresh re-takes
+// the lock on a master that lost it once the guard lets it.
+// [WithoutRestartGuard] turns the guard off; then persist every write
+// (appendonly yes, appendfsync always) or keep a restarted master out for
+// longer than the longest TTL by other means.
+//
+// # Guarantees
+//
+// Each row says what holds and what must be true for it.
+//
+//	guarantee                 what must be true
+//	------------------------  ------------------------------------------------------------
+//	one holder at a time      over one lease, the clocks of the client and the masters
+//	                          advance at rates within the drift allowance, and no master's
+//	                          clock jumps forward; the masters keep the lock keys they
+//	                          granted until their TTLs end (noeviction, no FLUSHALL); a
+//	                          master that restarts without its data is held back by the
+//	                          restart guard (default: no client's TTL above the maximum,
+//	                          no DeclareFresh after a loss) or persists every write
+//	tokens increase           each master's counters survive; or a master that lost one
+//	                          grants next only after the loss plus TokenGrain by the
+//	                          clocks that issued the lost tokens; or the next quorum
+//	                          meets a master that kept the counter
+//	lost lease known by       the client's and the masters' clocks advance at rates
+//	  ValidUntil (Done)       within the drift allowance (WithDrift)
 //
 // Redlock is not a consensus protocol. Where a lost lock must never let two
 // writers through, make the resource check fencing tokens, or use a

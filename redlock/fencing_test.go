@@ -29,13 +29,18 @@ func counters(t testing.TB, srvs []*testserver.Redis, key string) []uint64 {
 	return out
 }
 
-func setCounters(t testing.TB, srvs []*testserver.Redis, key string, vals ...uint64) {
+// setCounters sets the fencing counter of key on each node to base plus
+// the node's value, and returns base: a day ahead of the clock, so that
+// the counters, not the clock floor, decide the next tokens.
+func setCounters(t testing.TB, srvs []*testserver.Redis, key string, vals ...uint64) (base uint64) {
 	t.Helper()
+	base = uint64(time.Now().Add(24 * time.Hour).UnixMicro())
 	for i, s := range srvs {
-		if _, err := s.Do(t, "SET", fenceKey(key), strconv.FormatUint(vals[i], 10)); err != nil {
+		if _, err := s.Do(t, "SET", fenceKey(key), strconv.FormatUint(base+vals[i], 10)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return base
 }
 
 // TestTokenIsMaxAndWrittenBack: the token is the largest of the granting
@@ -44,19 +49,19 @@ func setCounters(t testing.TB, srvs []*testserver.Redis, key string, vals ...uin
 func TestTokenIsMaxAndWrittenBack(t *testing.T) {
 	srvs := startNodes(t, 5)
 	key := t.Name()
-	setCounters(t, srvs, key, 1, 1, 40, 1, 7)
+	base := setCounters(t, srvs, key, 1, 1, 40, 1, 7)
 	c := distlock.New(newBackend(t, addrsOf(srvs)))
 	ctx := context.Background()
 	l, err := c.Mutex(key).TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Token() != 41 {
-		t.Errorf("token %d; want 41, the largest node's", l.Token())
+	if l.Token() != base+41 {
+		t.Errorf("token base+%d; want base+41, the largest node's", l.Token()-base)
 	}
 	for i, n := range counters(t, srvs, key) {
-		if n < 41 {
-			t.Errorf("node %d counter %d after Acquire; want the token 41 written back", i, n)
+		if n < base+41 {
+			t.Errorf("node %d counter base+%d after Acquire; want the token base+41 written back", i, n-base)
 		}
 	}
 	_ = l.Unlock(ctx)
@@ -65,12 +70,12 @@ func TestTokenIsMaxAndWrittenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock(ctx)
-	if l.Token() != 42 {
-		t.Errorf("next token %d; want 42", l.Token())
+	if l.Token() != base+42 {
+		t.Errorf("next token base+%d; want base+42", l.Token()-base)
 	}
 	for i, v := range onNodes(t, srvs, "GET", lockKey(key)) {
-		if f := splitLines(v); len(f) < 2 || f[1] != "42" {
-			t.Errorf("node %d holds %q; want every node in step at 42", i, v)
+		if f := splitLines(v); len(f) < 2 || f[1] != strconv.FormatUint(base+42, 10) {
+			t.Errorf("node %d holds %q; want every node in step at base+42", i, v)
 		}
 	}
 }

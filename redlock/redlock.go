@@ -61,7 +61,10 @@ type Backend struct {
 	drift       func(time.Duration) time.Duration
 	now         func() time.Time // the clock that measures elapsed time
 
-	err       error // set by New when the configuration cannot work
+	maxTTL    time.Duration // the restart guard's (see guard.go)
+	guardOff  bool
+	risks     []redisnode.RiskCache // per node
+	err       error                 // set by New when the configuration cannot work
 	pending   pendingSet
 	stop      chan struct{} // closed by Close: workers exit
 	ownsRDB   bool          // opened from a URL: Close closes the clients
@@ -144,7 +147,7 @@ func (b *Backend) invalid(err error) {
 // address or an invalid option, every call of the backend returns an error
 // that says so.
 func New(clients []redis.UniversalClient, opts ...Option) *Backend {
-	b := &Backend{prefix: DefaultPrefix, drift: driver.DefaultDrift, now: time.Now}
+	b := &Backend{prefix: DefaultPrefix, drift: driver.DefaultDrift, now: time.Now, maxTTL: DefaultMaxTTL}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(b)
@@ -173,12 +176,13 @@ func New(clients []redis.UniversalClient, opts ...Option) *Backend {
 		b.nodes = nil
 		return b
 	}
-	b.keys = redisnode.NewKeyCache(b.prefix)
+	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	b.stop = make(chan struct{})
 	for i := range b.nodes {
 		b.nodes[i].notify = redisnode.NewNotifier(b.nodes[i].rdb, 2*time.Second)
 		b.nodes[i].tasks = make(chan task)
 	}
+	b.risks = make([]redisnode.RiskCache, len(b.nodes))
 	b.all = (uint64(1) << len(b.nodes)) - 1
 	b.quorum = len(b.nodes)/2 + 1
 	return b
@@ -266,6 +270,9 @@ func (b *Backend) releaseTimeout() time.Duration {
 func (b *Backend) validity(ttl time.Duration) (time.Duration, error) {
 	if ttl <= 0 {
 		return 0, fmt.Errorf("redlock: TTL %v is not positive", ttl)
+	}
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
 	}
 	v := ttl - b.drift(ttl)
 	if v <= 0 {
@@ -754,6 +761,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 		sortDesc(ttls)
 		info.Held, info.Holds, info.TTL = true, 1, ttls[b.quorum-1]
 	}
+	info.Warnings = b.warnings(ctx, k)
 	return info, nil
 }
 

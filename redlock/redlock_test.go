@@ -226,6 +226,7 @@ func TestOpenURL(t *testing.T) {
 	srvs := startNodes(t, 3)
 	ctx := context.Background()
 	u := fmt.Sprintf("redlock://%s,%s,%s/2?prefix=app:&node_timeout=200ms", srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr())
+	declareFresh(t, u)
 	c, err := distlock.Open(ctx, u)
 	if err != nil {
 		t.Fatal(err)

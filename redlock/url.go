@@ -13,14 +13,17 @@ import (
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
 // The URL scheme registered with distlock.Open:
 //
-//	redlock://[user:pass@]host:port,host:port,...[/db][?prefix=P&node_timeout=D]
+//	redlock://[user:pass@]host:port,host:port,...[/db][?prefix=P&node_timeout=D&max_ttl=D&restart_guard=off]
 //
 // One host per independent master; user, password and database apply to
-// each. node_timeout is a Go duration ("50ms"), see [WithNodeTimeout].
+// each. node_timeout is a Go duration ("50ms"), see [WithNodeTimeout];
+// max_ttl one too ("90s"), see [WithMaxTTL]; restart_guard=off is
+// [WithoutRestartGuard].
 // Clients opened from a URL are set up as [New] recommends, and are closed
 // with the distlock.Client.
 func init() {
@@ -57,6 +60,14 @@ func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 	}
 	var opts []Option
 	q := u.Query()
+	switch maxTTL, off, err := redisnode.GuardQuery(q); {
+	case err != nil:
+		return nil, nil, invalid(u, "%v", err)
+	case off:
+		opts = append(opts, WithoutRestartGuard())
+	case maxTTL > 0:
+		opts = append(opts, WithMaxTTL(maxTTL))
+	}
 	for name, vals := range q {
 		if len(vals) != 1 {
 			return nil, nil, invalid(u, "option %q given %d times", name, len(vals))
@@ -72,7 +83,7 @@ func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 			}
 			opts = append(opts, WithNodeTimeout(d))
 		default:
-			return nil, nil, invalid(u, "unknown option %q (known: prefix, node_timeout)", name)
+			return nil, nil, invalid(u, "unknown option %q (known: prefix, node_timeout, max_ttl, restart_guard)", name)
 		}
 	}
 	if u.Host == "" {

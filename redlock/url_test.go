@@ -20,6 +20,8 @@ func FuzzOpenURL(f *testing.F) {
 		"redlock://h:1,h:1",
 		"redlock://[::1]:6379,[::1]:6380",
 		"redlock://h:1?node_timeout=-1s",
+		"redlock://h1:1,h2:2,h3:3?max_ttl=2m&restart_guard=off",
+		"redlock://h1:1?max_ttl=0",
 		"redlock://,",
 		"redis://h:1",
 	} {

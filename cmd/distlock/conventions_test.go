@@ -187,7 +187,7 @@ func TestStatusExitStatusRedis(t *testing.T) {
 	}
 	wantCode(t, runBin(t, "status", "--url", u, "held", "free"), exitFree)
 
-	out, err := exec.Command("sh", "-c", `for k in held free; do if "$0" status --url "$1" "$k" >/dev/null; then echo "$k: held"; else echo "$k: $?"; fi; done`, binary, u).CombinedOutput()
+	out, err := exec.Command("sh", "-c", `for k in held free; do if "$0" status --url "$1" "$k" >/dev/null 2>&1; then echo "$k: held"; else echo "$k: $?"; fi; done`, binary, u).CombinedOutput()
 	if err != nil || string(out) != "held: held\nfree: 1\n" {
 		t.Errorf("if distlock status: %v\n%s", err, out)
 	}

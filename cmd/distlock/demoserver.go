@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock/redislock"
 )
 
 var errNoRedisServer = errors.New("redis-server not found in PATH")
@@ -88,6 +92,10 @@ func launchRedis(ctx context.Context, bin, dir string) (*demoRedis, error) {
 	deadline := time.Now().Add(serverReadyTimeout)
 	for {
 		if err := ping(s.addr); err == nil {
+			if err := s.declareFresh(ctx); err != nil {
+				s.kill()
+				return nil, err
+			}
 			return s, nil
 		}
 		select {
@@ -103,6 +111,16 @@ func launchRedis(ctx context.Context, bin, dir string) (*demoRedis, error) {
 			return nil, fmt.Errorf("redis-server did not answer PING within %v: %s", serverReadyTimeout, logTail(logPath))
 		}
 	}
+}
+
+// declareFresh tells the restart guard that the server is new, so that the
+// demo's first locks do not wait for it to have run a maximum lease length.
+func (s *demoRedis) declareFresh(ctx context.Context) error {
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer rdb.Close()
+	b := redislock.New(rdb)
+	defer b.Close()
+	return b.DeclareFresh(ctx)
 }
 
 func (s *demoRedis) url() string { return "redis://" + s.addr + "/0" }

@@ -23,8 +23,10 @@ the current holding, or of the last one when the lock is free), how long the
 holder's lease has left, and what the holder recorded about itself: host,
 pid, since (when it took the lock) and cmd (what distlock run runs). --json
 adds the kind of lock and its number of holds (readers, permits, re-entrant
-holds). Warnings about the deployment (such as an eviction policy that may
-drop lock keys) go to stderr. Flags may come before or after the keys.
+holds). Warnings about the deployment (an eviction policy that may drop
+lock keys, no persistence, the restart guard holding new locks back) go to
+stderr, one line each, and into the JSON objects. Flags may come before or
+after the keys.
 A backend that does not answer within 5s ends status with 69.
 
 Status exits 0 when every KEY is held and 1 when one is free, so that a
@@ -47,6 +49,9 @@ type keyStatus struct {
 	// recorded it in a form that could be read.
 	Since string            `json:"since,omitempty"`
 	Meta  map[string]string `json:"meta,omitempty"`
+	// Warnings name conditions of the deployment that put the lock at
+	// risk, one line each.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // statusOptions is a parsed `distlock status` command line.
@@ -133,10 +138,8 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 			return c.backendFailed("status", what, err)
 		}
 		out = append(out, newKeyStatus(info))
-		for _, w := range info.Warnings {
-			fmt.Fprintf(c.stderr, "distlock status: warning: %s: %s\n", quoteCell(k), w)
-		}
 	}
+	writeWarnings(c.stderr, out)
 	var err error
 	if o.asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -157,7 +160,7 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 }
 
 func newKeyStatus(info distlock.Info) keyStatus {
-	s := keyStatus{Key: info.Key, Held: info.Held, Token: info.Token}
+	s := keyStatus{Key: info.Key, Held: info.Held, Token: info.Token, Warnings: info.Warnings}
 	if info.Held {
 		s.Kind, s.Holds = info.Kind.String(), info.Holds
 		s.TTLMillis = max(info.TTL.Milliseconds(), 0)
@@ -167,6 +170,29 @@ func newKeyStatus(info distlock.Info) keyStatus {
 		}
 	}
 	return s
+}
+
+// writeWarnings writes each distinct warning of rows once: a warning about
+// the deployment comes with every key, and one line says it. A warning
+// that only some keys have names them.
+func writeWarnings(w io.Writer, rows []keyStatus) {
+	var order []string
+	keys := map[string][]string{}
+	for _, r := range rows {
+		for _, text := range r.Warnings {
+			if _, seen := keys[text]; !seen {
+				order = append(order, text)
+			}
+			keys[text] = append(keys[text], quoteCell(r.Key))
+		}
+	}
+	for _, text := range order {
+		if ks := keys[text]; len(ks) < len(rows) {
+			fmt.Fprintf(w, "distlock status: warning: %s: %s\n", strings.Join(ks, ", "), text)
+		} else {
+			fmt.Fprintf(w, "distlock status: warning: %s\n", text)
+		}
+	}
 }
 
 // parseSince reads the time a holder took a lock, as backends record it:

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/internal/testserver"
 )
 
 func TestStatusTable(t *testing.T) {
@@ -64,5 +66,57 @@ func TestParseSince(t *testing.T) {
 		if got, ok := parseSince(in); ok {
 			t.Errorf("parseSince(%q) = %v, want no time", in, got)
 		}
+	}
+}
+
+// TestStatusWarnings: a warning about the deployment, which every key
+// carries, is one line; one that only some keys have names them.
+func TestStatusWarnings(t *testing.T) {
+	t.Parallel()
+	const risk = "maxmemory-policy allkeys-lru: when memory is full, Redis may evict held locks"
+	rows := []keyStatus{
+		newKeyStatus(distlock.Info{Key: "a", Warnings: []string{risk}}),
+		newKeyStatus(distlock.Info{Key: "b c", Warnings: []string{risk, "restart guard: new locks are granted in 12s"}}),
+	}
+	var b strings.Builder
+	writeWarnings(&b, rows)
+	want := "distlock status: warning: " + risk + "\n" +
+		`distlock status: warning: "b c": restart guard: new locks are granted in 12s` + "\n"
+	if b.String() != want {
+		t.Errorf("warnings:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	writeWarnings(&b, []keyStatus{newKeyStatus(distlock.Info{Key: "a"})})
+	if b.Len() != 0 {
+		t.Errorf("warnings without any: %q", b.String())
+	}
+}
+
+// TestStatusWarnsOfDataRisks: against a cache server (allkeys-lru, no
+// append-only file), status says so in one line on stderr, however many
+// keys it shows, and in each key's JSON object.
+func TestStatusWarnsOfDataRisks(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t, testserver.WithArgs("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"))
+	u := "redis://" + srv.Addr() + "/0"
+	r := runBin(t, "status", "--url", u, "a", "b", "c")
+	wantCode(t, r, exitFree)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "allkeys-lru") || !strings.Contains(lines[0], "no append-only file") {
+		t.Errorf("stderr:\n%s\nwant one warning line naming allkeys-lru and the missing append-only file", r.stderr)
+	}
+	r = runBin(t, "status", "--url", u, "--json", "a")
+	var got []keyStatus
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Warnings) != 1 || !strings.Contains(got[0].Warnings[0], "allkeys-lru") {
+		t.Errorf("JSON: %s", r.stdout)
+	}
+
+	safe := testserver.StartRedis(t, testserver.WithPersistence())
+	r = runBin(t, "status", "--url", "redis://"+safe.Addr()+"/0", "a")
+	if strings.TrimSpace(r.stderr) != "" {
+		t.Errorf("stderr with noeviction and appendfsync always: %q; want no warning", r.stderr)
 	}
 }

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -35,9 +34,9 @@ func TestQuickstart(t *testing.T) {
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	exampletest.WantLines(t, p.Wait(t, 0), fmt.Sprintf("order 42 updated with fencing token %d", held.Token()+1))
+	next := exampletest.WantTokenLines(t, p.Wait(t, 0), held.Token(), "order 42 updated with fencing token %d")
 
 	// Run again: a later holding gets a higher token.
 	stdout, _ := exampletest.Run(t, 0, nil, "quickstart", "-redis", addr)
-	exampletest.WantLines(t, stdout, fmt.Sprintf("order 42 updated with fencing token %d", held.Token()+2))
+	exampletest.WantTokenLines(t, stdout, next, "order 42 updated with fencing token %d")
 }

@@ -55,18 +55,18 @@ var (
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
-	acquireScript = newScript(acquireSrc)
+	acquireScript = newScript(tokenLib + acquireSrc)
 	releaseScript = newScript(queueLib + releaseSrc)
 	refreshScript = newScript(refreshSrc)
 	inspectScript = newScript(inspectSrc)
 	seedScript    = newScript(seedSrc)
-	fairScript    = newScript(acquireFairSrc)
+	fairScript    = newScript(tokenLib + acquireFairSrc)
 	leaveScript   = newScript(queueLib + leaveSrc)
-	permitScript  = newScript(permitLib + acquirePermitSrc)
-	giveBack      = newScript(permitLib + releasePermitSrc)
-	extendPermit  = newScript(permitLib + refreshPermitSrc)
-	writeScript   = newScript(permitLib + acquireWriteSrc)
-	readScript    = newScript(permitLib + acquireReadSrc)
+	permitScript  = newScript(tokenLib + permitLib + acquirePermitSrc)
+	giveBack      = newScript(tokenLib + permitLib + releasePermitSrc)
+	extendPermit  = newScript(tokenLib + permitLib + refreshPermitSrc)
+	writeScript   = newScript(tokenLib + permitLib + acquireWriteSrc)
+	readScript    = newScript(tokenLib + permitLib + acquireReadSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -80,11 +80,13 @@ func newScript(src string) script {
 	return script{Script: s, src: src, sha: s.Hash()}
 }
 
-// Keys are the Redis names of one lock. They share a hash slot, so the
-// scripts work on Redis Cluster.
+// Keys are the Redis names of one lock, and the settings of the scripts
+// that grant it (see [Guard]). They share a hash slot, so the scripts work
+// on Redis Cluster.
 type Keys struct {
 	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
 	Fence   string // the fencing counter; never expires
+	Guard   string // the restart guard's marker, shared by the locks of a prefix (of a hash slot, on Cluster)
 	Channel string // published to on release
 	Queue   string // fair waiters by arrival (sorted set)
 	Places  string // fair waiters' deadlines (hash)
@@ -104,20 +106,30 @@ type Keys struct {
 	boxed          []any    // the same, and Channel, as command arguments, boxed once
 	release        []string // Lock, Queue, Places, Writing, Receipt: the keys of release (leave: the first three)
 	relBox         []any
-	sem            []string // Permits, Tokens, Fence: the keys of the semaphore scripts
+	sem            []string // Permits, Tokens, Fence, Guard: the keys of the semaphore scripts (refresh: the first two)
 	semBox         []any
 	giveBack       []string // Permits, Tokens, PermitReceipts: the keys of a permit's release
 	giveBox        []any
-	rw             []string // Lock, Fence, Readers, RTokens, Writing
+	rw             []string // Lock, Fence, Readers, RTokens, Writing, Guard
 	rwBox          []any
 	readBox        []any // Readers, RTokens, ReadReceipts: a reader's release (refresh: the first two)
 	reads          []string
+	acq            []string // Lock, Fence, Guard: the keys of a plain acquire
+	acqBox         []any
+	fair           []string // Lock, Fence, Queue, Places, Guard: a fair acquire
+	fairBox        []any
+	grant          any // the guard's argument, last on every script that grants
 }
 
-// KeysFor returns the keys of the lock named name under prefix. The name
-// goes into a {hash tag}; a name with braces of its own, which would cut
-// the tag short, is tagged by its hash instead.
+// KeysFor returns the keys of the lock named name under prefix, for
+// scripts without a restart guard that floor tokens at the server clock to
+// the µs. The name goes into a {hash tag}; a name with braces of its own,
+// which would cut the tag short, is tagged by its hash instead.
 func KeysFor(prefix, name string) Keys {
+	return keysFor(prefix, name, Guard{}, noGuard)
+}
+
+func keysFor(prefix, name string, g Guard, grant any) Keys {
 	var base string
 	if strings.ContainsAny(name, "{}") {
 		h := fnv.New64a()
@@ -127,21 +139,27 @@ func KeysFor(prefix, name string) Keys {
 		base = prefix + "{" + name + "}"
 	}
 	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
+	k.Guard = markerName(prefix, k.Lock, g.Cluster)
 	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
 	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
 	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
 	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
-	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
-	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing}
+	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
+	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
 	k.reads = []string{k.Readers, k.RTokens, k.ReadReceipts}
 	k.readBox = []any{k.Readers, k.RTokens, k.ReadReceipts}
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
-	k.sem = []string{k.Permits, k.Tokens, k.Fence}
-	k.semBox = []any{k.Permits, k.Tokens, k.Fence}
+	k.sem = []string{k.Permits, k.Tokens, k.Fence, k.Guard}
+	k.semBox = []any{k.Permits, k.Tokens, k.Fence, k.Guard}
 	k.giveBack = []string{k.Permits, k.Tokens, k.PermitReceipts}
 	k.giveBox = []any{k.Permits, k.Tokens, k.PermitReceipts}
+	k.acq = []string{k.Lock, k.Fence, k.Guard}
+	k.acqBox = []any{k.Lock, k.Fence, k.Guard}
+	k.fair = []string{k.Lock, k.Fence, k.Queue, k.Places, k.Guard}
+	k.fairBox = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Guard}
+	k.grant = grant
 	return k
 }
 
@@ -149,6 +167,8 @@ func KeysFor(prefix, name string) Keys {
 // does not build and box the same strings on every call.
 type KeyCache struct {
 	prefix string
+	guard  Guard
+	grant  any
 	mu     sync.RWMutex
 	m      map[string]Keys
 }
@@ -156,12 +176,13 @@ type KeyCache struct {
 // keyCacheSize bounds a KeyCache; past it the cache starts afresh.
 const keyCacheSize = 4096
 
-// NewKeyCache returns a cache of the keys under prefix.
-func NewKeyCache(prefix string) *KeyCache {
-	return &KeyCache{prefix: prefix, m: make(map[string]Keys)}
+// NewKeyCache returns a cache of the keys under prefix, for scripts that
+// grant with guard g.
+func NewKeyCache(prefix string, g Guard) *KeyCache {
+	return &KeyCache{prefix: prefix, guard: g, grant: g.boxed(), m: make(map[string]Keys)}
 }
 
-// Get returns KeysFor(prefix, name).
+// Get returns the keys of the lock named name (see [KeysFor]).
 func (c *KeyCache) Get(name string) Keys {
 	c.mu.RLock()
 	k, ok := c.m[name]
@@ -169,7 +190,7 @@ func (c *KeyCache) Get(name string) Keys {
 	if ok {
 		return k
 	}
-	k = KeysFor(c.prefix, name)
+	k = keysFor(c.prefix, name, c.guard, c.grant)
 	c.mu.Lock()
 	if len(c.m) >= keyCacheSize {
 		c.m = make(map[string]Keys)
@@ -265,7 +286,7 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, acquireScript, k.boxed[:2], k.list[:2], owner, boxMillis(ttl), boxDesc(desc)).Int64()
+	n, err := run(ctx, c, acquireScript, k.acqBox, k.acq, owner, boxMillis(ttl), boxDesc(desc), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -274,14 +295,14 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 
 // AcquireCmd queues the acquire script on a pipeline; read it with Grant.
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
-	return acquireScript.EvalSha(ctx, p, k.list[:2], owner, ttl.Milliseconds(), desc)
+	return acquireScript.EvalSha(ctx, p, k.acq, owner, ttl.Milliseconds(), desc, k.grant)
 }
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
 // queued first; when not granted and place > 0, the owner joins the queue
 // (or renews its place) for place.
 func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, fairScript, k.boxed[:4], k.list, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds()).Int64()
+	n, err := run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -290,7 +311,7 @@ func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 
 // AcquireFairCmd queues the fair acquire script on a pipeline.
 func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) *redis.Cmd {
-	return fairScript.EvalSha(ctx, p, k.list, owner, ttl.Milliseconds(), desc, place.Milliseconds())
+	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), k.grant)
 }
 
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
@@ -300,7 +321,7 @@ func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit, writeScript, readScript} {
+	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit, writeScript, readScript, declareFresh, guardWait} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -319,7 +340,7 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 // AcquirePermit takes one of the n permits of the semaphore k names; it
 // returns the token, or 0 and the time until the first permit expires.
 func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n).Int64()
+	v, err := run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n, k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -342,7 +363,7 @@ func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 // AcquireWrite takes a read-write lock for writing; with hold > 0, a writer
 // kept out by readers holds new readers off for hold.
 func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, hold time.Duration) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds()).Int64()
+	v, err := run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -351,7 +372,7 @@ func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, t
 
 // AcquireRead takes a read-write lock for reading.
 func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl), k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -504,22 +525,6 @@ func InspectLeases(ctx context.Context, c redis.UniversalClient, k Keys) (reader
 		}
 	}
 	return ls[0], ls[1], nil
-}
-
-// EvictionRisk returns a warning if the node's configuration lets it evict
-// keys when memory is full, lock keys included; "" if it does not, or if
-// the configuration cannot be read (CONFIG is often disabled by hosted
-// Redis services).
-func EvictionRisk(ctx context.Context, c redis.UniversalClient) string {
-	limit, err := c.ConfigGet(ctx, "maxmemory").Result()
-	if err != nil || limit["maxmemory"] == "" || limit["maxmemory"] == "0" {
-		return ""
-	}
-	policy, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
-	if p := policy["maxmemory-policy"]; err == nil && p != "" && p != "noeviction" {
-		return fmt.Sprintf("maxmemory-policy is %s: when memory is full, Redis may evict a held lock's key and let a second holder in; use noeviction", p)
-	}
-	return ""
 }
 
 // IsNoScript reports whether err is Redis' NOSCRIPT error.

@@ -42,6 +42,7 @@ type config struct {
 	conf     string
 	sentinel bool
 	cluster  bool
+	unmarked bool // see AsRestarted
 }
 
 // WithPersistence enables the append-only file with an fsync per write, so
@@ -78,16 +79,19 @@ type Redis struct {
 
 // StartRedis starts a standalone redis-server on a free port of 127.0.0.1,
 // with no snapshots, no delay before replication syncs and, unless
-// WithPersistence is given, no append-only file. It returns once the
-// server answers PING and fails the test, with the tail of the server's
-// log, if that takes more than about 10 s.
+// WithPersistence is given, no append-only file, and marks it fresh (see
+// [FreshMarker]). It returns once the server answers PING and fails the
+// test, with the tail of the server's log, if that takes more than about
+// 10 s.
 func StartRedis(tb testing.TB, opts ...Option) *Redis {
 	tb.Helper()
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return startRedis(tb, cfg)
+	r := startRedis(tb, cfg)
+	r.markFresh(tb)
+	return r
 }
 
 func startRedis(tb testing.TB, cfg config) *Redis {

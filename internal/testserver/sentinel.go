@@ -46,7 +46,8 @@ type Sentinel struct {
 // StartSentinel starts a master, a replica and three sentinels, and returns
 // once the replica is in sync and every sentinel knows the master, the
 // replica and both other sentinels. opts apply to the master and the
-// replica, not to the sentinels.
+// replica, not to the sentinels. The master is marked fresh (see
+// [FreshMarker]), and the replica copies the mark.
 func StartSentinel(tb testing.TB, opts ...Option) *Sentinel {
 	tb.Helper()
 	var cfg config
@@ -55,6 +56,7 @@ func StartSentinel(tb testing.TB, opts ...Option) *Sentinel {
 	}
 	s := &Sentinel{MasterName: "distlock-master"}
 	s.Master = startRedis(tb, cfg)
+	s.Master.markFresh(tb)
 
 	rcfg := cfg
 	rcfg.extra = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Master.Port())}, cfg.extra...)
@@ -93,26 +95,7 @@ func (s *Sentinel) WaitSynced(tb testing.TB) {
 }
 
 // checkReplication reports why Replica is not yet replicating from Master.
-func (s *Sentinel) checkReplication() error {
-	info, err := Do(s.Replica.Addr(), pollTimeout, "INFO", "replication")
-	if err != nil {
-		return err
-	}
-	if got := infoField(info, "master_host") + ":" + infoField(info, "master_port"); got != s.Master.Addr() {
-		return fmt.Errorf("replica follows %q, want %s", got, s.Master.Addr())
-	}
-	if st := infoField(info, "master_link_status"); st != "up" {
-		return fmt.Errorf("replica master_link_status=%q", st)
-	}
-	info, err = Do(s.Master.Addr(), pollTimeout, "INFO", "replication")
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(infoField(info, "slave0"), "state=online") {
-		return fmt.Errorf("master slave0=%q", infoField(info, "slave0"))
-	}
-	return nil
-}
+func (s *Sentinel) checkReplication() error { return replicating(s.Replica, s.Master) }
 
 // checkSentinel reports what sentinel sn does not know yet.
 func (s *Sentinel) checkSentinel(sn *Redis) error {

@@ -25,9 +25,12 @@ func DistlockRedisFair() Library {
 		How: "As distlock (redislock), but a waiter joins the key's queue (a sorted set in the same hash slot) with its " +
 			"first attempt, and the fair acquire script grants the lock only to the oldest live waiter: no barging by the " +
 			"last holder, waits bounded by the queue ahead. A waiter that gives up leaves the queue in one script.",
-		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			rdb := newGoRedis(addrs[0])
 			be := redislock.New(rdb)
+			if err := be.DeclareFresh(ctx); err != nil { // the bench's servers are new
+				return nil, errors.Join(err, be.Close(), rdb.Close())
+			}
 			return &distlockLocker{
 				c:     distlock.New(be, distlock.WithTTL(ttl), distlock.WithFairness()),
 				close: func() error { return errors.Join(be.Close(), rdb.Close()) },
@@ -41,15 +44,18 @@ func DistlockRedis() Library {
 	return Library{
 		Name: "distlock (redislock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL)), defaults otherwise: auto-refresh every TTL/3, notified waiting",
-		How: "Acquire is one script (EVALSHA): GET the key, and if it is free INCR the key's fencing counter, read the server's " +
-			"TIME and SET the lease with PX; release is one script that compares the owner, DELs and PUBLISHes on the key's " +
+		How: "Acquire is one script (EVALSHA): GET the key, and if it is free read the server's TIME, raise the key's fencing " +
+			"counter by one and to at least the server clock in µs, and SET the lease with PX; release is one script that compares the owner, DELs and PUBLISHes on the key's " +
 			"channel. So one round trip each way, with a fencing token and an ownership check the floor lacks. A waiter " +
 			"subscribes on its first failed attempt (one pub/sub connection per client, shared by all its waiters), tries " +
 			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has one " +
 			"timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",
-		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			rdb := newGoRedis(addrs[0])
 			be := redislock.New(rdb)
+			if err := be.DeclareFresh(ctx); err != nil { // the bench's servers are new
+				return nil, errors.Join(err, be.Close(), rdb.Close())
+			}
 			return &distlockLocker{
 				c:     distlock.New(be, distlock.WithTTL(ttl)),
 				close: func() error { return errors.Join(be.Close(), rdb.Close()) },
@@ -97,13 +103,16 @@ func DistlockRedlock(nodes int) Library {
 			"acquire succeeds on a quorum within the lease's validity, stops waiting as soon as the outcome is decided, and " +
 			"writes the largest fencing token back only when the nodes disagree. Release compares, deletes and publishes on " +
 			"every master and waits for all of them (or the per-node timeout).",
-		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			clients := newGoRedisAll(addrs)
 			ucs := make([]redis.UniversalClient, len(clients))
 			for i, c := range clients {
 				ucs[i] = c
 			}
 			be := redlock.New(ucs)
+			if err := be.DeclareFresh(ctx); err != nil { // the bench's servers are new
+				return nil, errors.Join(err, be.Close(), closeAll(clients))
+			}
 			return &distlockLocker{
 				c:     distlock.New(be, distlock.WithTTL(ttl)),
 				close: func() error { return errors.Join(be.Close(), closeAll(clients)) },

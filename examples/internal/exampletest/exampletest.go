@@ -199,6 +199,29 @@ func Run(t *testing.T, code int, env []string, name string, args ...string) (std
 	return p.Output()
 }
 
+// WantTokenLines is WantLines where one line of want holds a "%d" that
+// stands for a fencing token greater than after; it returns that token.
+// Tokens increase, but not by one: Redis backends take them from the
+// server clock when it is ahead of the counter.
+func WantTokenLines(t *testing.T, out string, after uint64, want ...string) uint64 {
+	t.Helper()
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var token uint64
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		if !strings.Contains(want[i], "%d") {
+			ok = got[i] == want[i]
+			continue
+		}
+		_, err := fmt.Sscanf(got[i], want[i], &token)
+		ok = err == nil && token > after && fmt.Sprintf(want[i], token) == got[i]
+	}
+	if !ok {
+		t.Fatalf("output:\n%s\nwant (%%d: a token above %d):\n%s", out, after, strings.Join(want, "\n"))
+	}
+	return token
+}
+
 // WantLines fails the test unless out consists of want, line by line.
 func WantLines(t *testing.T, out string, want ...string) {
 	t.Helper()

@@ -1,17 +1,21 @@
 -- Take the lock if it is free, or confirm it to the owner that already has it.
--- KEYS[1] lock key, KEYS[2] fencing counter
--- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description
+-- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] restart guard marker
+-- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, then the
+-- token grain and the guard's maximum lease as one (see token.lua)
 -- The lock's value is: owner LF fence LF since-ms LF description.
 -- Returns the fencing token (> 0) when granted, or minus the holder's
 -- remaining TTL in ms when not: at least 1 (a lease in its last
 -- millisecond is a retry soon, not an unknown wait), or 0 for a key
--- without a TTL (no hint).
+-- without a TTL (no hint). While the restart guard holds grants back, the
+-- hint is the time until it lets them through.
 local v = redis.call('GET', KEYS[1])
 if not v then
-  local fence = redis.call('INCR', KEYS[2])
-  local t = redis.call('TIME')
-  local since = t[1] * 1000 + math.floor(t[2] / 1000)
-  redis.call('SET', KEYS[1], ARGV[1] .. '\n' .. fence .. '\n' .. since .. '\n' .. ARGV[3], 'PX', ARGV[2])
+  local us, since = clock()
+  local fence, text = issue(KEYS[2], KEYS[3], us)
+  if not fence then
+    return -math.max(1, text)
+  end
+  redis.call('SET', KEYS[1], ARGV[1] .. '\n' .. text .. '\n' .. since .. '\n' .. ARGV[3], 'PX', ARGV[2])
   return fence
 end
 local prefix = ARGV[1] .. '\n'

@@ -1,13 +1,17 @@
 -- Take the lock in first-come, first-served order.
 -- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (sorted set of
 -- waiting owners by arrival), KEYS[4] places (hash: owner -> deadline ms,
--- and the arrival counter under a name no owner has)
+-- and the arrival counter under a name no owner has), KEYS[5] restart
+-- guard marker
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description,
 -- ARGV[4] how long the owner keeps its place without another attempt, in ms
--- (0: an attempt that does not queue)
+-- (0: an attempt that does not queue), then the token grain and the
+-- guard's maximum lease as one (see token.lua)
 -- Returns as acquire.lua: the token (> 0), or minus the holder's remaining
 -- TTL in ms (at least 1), or 0 when the lock is free but others queued
--- first (their turn ends with a notification, not at a known time).
+-- first (their turn ends with a notification, not at a known time), or
+-- minus the time until the restart guard lets grants through. An owner
+-- held back by the guard keeps its place in the queue.
 local owner = ARGV[1]
 local prefix = owner .. '\n'
 local v = redis.call('GET', KEYS[1])
@@ -15,8 +19,7 @@ if v and string.sub(v, 1, #prefix) == prefix then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
 end
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local us, now = clock()
 -- Waiters whose place lapsed (they stopped trying) leave the head.
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 while head do
@@ -28,14 +31,18 @@ while head do
   redis.call('HDEL', KEYS[4], head)
   head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 end
+local guarded = 0
 if not v and (not head or head == owner) then
-  if head then
-    redis.call('ZREM', KEYS[3], owner)
-    redis.call('HDEL', KEYS[4], owner)
+  local fence, text = issue(KEYS[2], KEYS[5], us)
+  if fence then
+    if head then
+      redis.call('ZREM', KEYS[3], owner)
+      redis.call('HDEL', KEYS[4], owner)
+    end
+    redis.call('SET', KEYS[1], owner .. '\n' .. text .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
+    return fence
   end
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[1], owner .. '\n' .. fence .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
-  return fence
+  guarded = text
 end
 local place = tonumber(ARGV[4])
 if place > 0 then
@@ -46,6 +53,9 @@ if place > 0 then
   -- The queue outlives its last active waiter by one place's length.
   redis.call('PEXPIRE', KEYS[3], place)
   redis.call('PEXPIRE', KEYS[4], place)
+end
+if guarded > 0 then
+  return -math.max(1, guarded)
 end
 if not v then
   return 0

@@ -1,9 +1,11 @@
 -- Take a read-write lock for reading: no writer holds it or waits for it.
--- KEYS as acquire_write.lua; ARGV[1] owner, ARGV[2] TTL in ms
+-- KEYS as acquire_write.lua; ARGV[1] owner, ARGV[2] TTL in ms, then the
+-- token grain and the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while a
--- writer's lease or claim lasts, 0 (no hint) for a writer key without a TTL.
+-- writer's lease or claim lasts, or the restart guard holds grants back; 0
+-- (no hint) for a writer key without a TTL.
 local owner, ttl = ARGV[1], tonumber(ARGV[2])
-local now = now_ms()
+local us, now = clock()
 drop_expired(KEYS[3], KEYS[4], now)
 local again = regrant(KEYS[3], KEYS[4], owner, ttl, now)
 if again then
@@ -20,4 +22,4 @@ local waiting = redis.call('PTTL', KEYS[5])
 if waiting >= 0 then
   return -math.max(1, waiting)
 end
-return grant(KEYS[3], KEYS[4], KEYS[2], owner, ttl, now)
+return grant(KEYS[3], KEYS[4], KEYS[2], KEYS[6], owner, ttl, us, now)

@@ -1,12 +1,13 @@
 -- Take a read-write lock for writing: free of writers and of live readers.
 -- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] readers (sorted set:
 -- owner -> expiry ms), KEYS[4] readers' tokens (hash), KEYS[5] the waiting
--- writer (string: owner, expiring)
+-- writer (string: owner, expiring), KEYS[6] restart guard marker
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, ARGV[4] how
--- long to hold new readers off while waiting, in ms (0: do not)
+-- long to hold new readers off while waiting, in ms (0: do not), then the
+-- token grain and the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while
--- the holder's lease or a reader's lasts, 0 (no hint) for a writer key
--- without a TTL.
+-- the holder's lease or a reader's lasts, or the restart guard holds grants
+-- back; 0 (no hint) for a writer key without a TTL.
 local owner = ARGV[1]
 local prefix = owner .. '\n'
 local v = redis.call('GET', KEYS[1])
@@ -21,7 +22,7 @@ if v then
   end
   return -math.max(1, pttl)
 end
-local now = now_ms()
+local us, now = clock()
 drop_expired(KEYS[3], KEYS[4], now)
 local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 if last[2] then
@@ -34,9 +35,12 @@ if last[2] then
   end
   return -math.max(1, tonumber(last[2]) - now)
 end
+local fence, text = issue(KEYS[2], KEYS[6], us)
+if not fence then
+  return -math.max(1, text)
+end
 if redis.call('GET', KEYS[5]) == owner then
   redis.call('DEL', KEYS[5])
 end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], owner .. '\n' .. fence .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], owner .. '\n' .. text .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
 return fence

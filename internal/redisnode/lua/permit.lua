@@ -1,10 +1,10 @@
--- Shared by the semaphore scripts; prepended to them.
--- now_ms is the server's time; drop_expired removes the permits whose
--- lease ran out, and keep_alive lets the semaphore's keys expire with its
--- last permit.
+-- Shared by the semaphore and read-write scripts; prepended to them, after
+-- token.lua. now_ms is the server's time; drop_expired removes the permits
+-- whose lease ran out, and keep_alive lets the semaphore's keys expire with
+-- its last permit.
 local function now_ms()
-  local t = redis.call('TIME')
-  return t[1] * 1000 + math.floor(t[2] / 1000)
+  local _, ms = clock()
+  return ms
 end
 
 -- Lua's unpack fails past about 8000 values, so the tokens of many lapsed
@@ -39,11 +39,16 @@ local function regrant(leases, tokens, owner, ttl, now)
   return tonumber(redis.call('HGET', tokens, owner))
 end
 
--- grant gives owner a new lease with the next fencing token.
-local function grant(leases, tokens, counter, owner, ttl, now)
-  local fence = redis.call('INCR', counter)
+-- grant gives owner a new lease with the next fencing token and returns
+-- the token, or minus the time until the restart guard (marker) lets grants
+-- through.
+local function grant(leases, tokens, counter, marker, owner, ttl, us, now)
+  local fence, text = issue(counter, marker, us)
+  if not fence then
+    return -math.max(1, text)
+  end
   redis.call('ZADD', leases, now + ttl, owner)
-  redis.call('HSET', tokens, owner, fence)
+  redis.call('HSET', tokens, owner, text)
   keep_alive(leases, tokens, now)
   return fence
 end

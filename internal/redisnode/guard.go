@@ -1,0 +1,199 @@
+package redisnode
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/token.lua
+	tokenLib string
+	//go:embed lua/declare_fresh.lua
+	declareFreshSrc string
+	//go:embed lua/guard_wait.lua
+	guardWaitSrc string
+
+	declareFresh = newScript(declareFreshSrc)
+	guardWait    = newScript(guardWaitSrc)
+)
+
+// Guard says how a node's scripts keep fencing tokens and leases safe when
+// the node loses data.
+type Guard struct {
+	// MaxTTL is the restart guard's maximum lease length: a key with no
+	// fencing counter is granted only once the server has run for MaxTTL,
+	// or after [DeclareFresh]. Zero turns the restart guard off.
+	MaxTTL time.Duration
+
+	// Grain rounds the server clock down before it serves as a floor for
+	// tokens (at least 1µs). Redlock rounds to 100ms so that its nodes
+	// usually issue the same token and need no second round trip.
+	Grain time.Duration
+
+	// Cluster keeps one guard marker per hash slot, so that each lies in
+	// the slot of the keys its scripts touch; otherwise there is one
+	// marker per prefix.
+	Cluster bool
+}
+
+// boxed returns the guard's script argument, "grain:maxttl" (µs, ms; see
+// token.lua), boxed once for the hot path.
+func (g Guard) boxed() any {
+	return strconv.FormatInt(max(g.Grain.Microseconds(), 1), 10) + ":" + strconv.FormatInt(max(g.MaxTTL.Milliseconds(), 0), 10)
+}
+
+var noGuard = Guard{}.boxed()
+
+// markerName returns the name of the guard marker for the lock whose key
+// is lock: one per prefix, or one per hash slot on Cluster.
+func markerName(prefix, lock string, cluster bool) string {
+	if !cluster {
+		return prefix + "guard"
+	}
+	return prefix + "{" + slotTag(slotOf(lock)) + "}:guard"
+}
+
+// DeclareFresh marks the current life of the server c reaches (every
+// master, for a Cluster client) as one that follows no loss of data, so
+// that the restart guard lets new keys under prefix through at once. It is
+// safe only when no lease granted before the servers' last start can still
+// be alive: a brand-new server, one that kept all its data, or one that has
+// been empty for a maximum lease length.
+func DeclareFresh(ctx context.Context, c redis.UniversalClient, prefix string, cluster bool) error {
+	if !cluster {
+		return declareFresh.Run(ctx, c, []string{markerName(prefix, "", false)}).Err()
+	}
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return declareFresh.Run(ctx, c, []string{markerName(prefix, "", false)}).Err()
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return declareFresh.Load(ctx, m).Err()
+	}); err != nil {
+		return err
+	}
+	pipe := cc.Pipeline()
+	for s := range slots {
+		declareFresh.EvalSha(ctx, pipe, []string{prefix + "{" + slotTag(s) + "}:guard"})
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// GuardWait returns how much longer the restart guard holds back new grants
+// of k (0: it does not), for a guard of maxTTL.
+func GuardWait(ctx context.Context, c redis.Scripter, k Keys, maxTTL time.Duration) (time.Duration, error) {
+	if maxTTL <= 0 {
+		return 0, nil
+	}
+	ms, err := guardWait.Run(ctx, c, []string{k.Fence, k.Guard}, maxTTL.Milliseconds()).Int64()
+	return time.Duration(ms) * time.Millisecond, err
+}
+
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
+
+// slotOf returns the hash slot of key, by Redis Cluster's rule: the CRC16
+// of the hash tag (what lies between the first "{" and the next "}", if
+// not empty), or of the whole key.
+func slotOf(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(key)) % slots
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021), the checksum of key slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+var (
+	tagsOnce sync.Once
+	tags     []string
+)
+
+// slotTag returns a short hash tag that falls in slot s.
+func slotTag(s int) string {
+	tagsOnce.Do(func() {
+		tags = make([]string, slots)
+		for n, left := uint64(0), slots; left > 0; n++ {
+			t := strconv.FormatUint(n, 36)
+			if s := crc16(t) % slots; tags[s] == "" {
+				tags[s] = t
+				left--
+			}
+		}
+	})
+	return tags[s]
+}
+
+// DefaultMaxTTL is the restart guard's maximum lease length unless the
+// backend is told otherwise.
+const DefaultMaxTTL = time.Minute
+
+// CheckTTL returns an error, named for pkg, if ttl is above the maximum
+// lease length max, or if max is not positive.
+func CheckTTL(pkg string, ttl, max time.Duration) error {
+	switch {
+	case max <= 0:
+		return fmt.Errorf("%s: WithMaxTTL(%v): want a positive maximum lease length", pkg, max)
+	case ttl > max:
+		return fmt.Errorf("%s: TTL %v is above the maximum lease length %v, which the restart guard waits out after a server lost its data; raise it on every client of these servers (WithMaxTTL, or max_ttl in a URL): %w",
+			pkg, ttl, max, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// GuardWarning is the line Inspect shows while the restart guard holds new
+// grants back for wait more.
+func GuardWarning(wait, maxTTL time.Duration) string {
+	return fmt.Sprintf("restart guard: the server started less than %v ago without a declaration that it lost no data (DeclareFresh); new locks are granted in %v",
+		maxTTL, wait.Round(time.Second))
+}
+
+// GuardQuery reads the restart guard's URL options and removes them from
+// q: max_ttl (a Go duration, such as 90s) and restart_guard (on or off).
+// maxTTL is 0 when not given.
+func GuardQuery(q url.Values) (maxTTL time.Duration, off bool, err error) {
+	if q.Has("max_ttl") {
+		v := q.Get("max_ttl")
+		if maxTTL, err = time.ParseDuration(v); err != nil || maxTTL <= 0 {
+			return 0, false, fmt.Errorf("max_ttl %q: want a positive duration such as 90s", v)
+		}
+		q.Del("max_ttl")
+	}
+	if q.Has("restart_guard") {
+		switch v := q.Get("restart_guard"); v {
+		case "on":
+		case "off":
+			off = true
+		default:
+			return 0, false, fmt.Errorf("restart_guard %q: want on or off", v)
+		}
+		q.Del("restart_guard")
+	}
+	return maxTTL, off, nil
+}

@@ -1,0 +1,53 @@
+-- Shared by the scripts that issue fencing tokens; prepended to them. Their
+-- last argument is "grain:maxttl": the token grain in µs and the restart
+-- guard's maximum lease length in ms (0: no guard). One argument, not two:
+-- a server refuses a command of more than 10 parts from a client that has
+-- not authenticated with a protocol error, which would hide its NOAUTH.
+--
+-- clock returns the server's time in µs and in ms. µs since 1970 are about
+-- 1.8e15 and stay below 2^53, so Lua's doubles hold them, and every token,
+-- exactly.
+local function clock()
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  return us, math.floor(us / 1000)
+end
+
+-- issue returns the next fencing token of counter, as a number and as
+-- decimal text (Lua's own conversion keeps only 14 digits); or nil and the
+-- ms to wait while the restart guard holds grants back.
+--
+-- The token is max(counter + 1, now rounded down to the grain), stored back
+-- as the counter: a counter that was lost (restart, flush, eviction,
+-- failover to a lagging replica) resumes above every token issued before
+-- the loss, as long as the server's clock has not gone back by more than
+-- the loss took.
+--
+-- A missing counter is a key new to this node, or one whose data the node
+-- lost. The guard tells them apart by the node's life: the marker holds the
+-- run id of a life known not to follow a loss, written by a declaration
+-- that the server is new, or by this function once the server has run for
+-- one maximum lease length, after which no lease granted before its start
+-- can be alive. Until then, a new key waits. uptime_in_seconds is the
+-- difference of two whole-second clock readings, up to a second more than
+-- the server has run: one second comes off it.
+local function issue(counter, marker, us)
+  local g, m = string.match(ARGV[#ARGV], '^(%d+):(%d+)$')
+  local grain, maxttl = tonumber(g), tonumber(m)
+  local c = redis.call('GET', counter)
+  if not c and maxttl > 0 then
+    local info = redis.call('INFO', 'server')
+    local life = string.match(info, 'run_id:(%w+)')
+    if redis.call('GET', marker) ~= life then
+      local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
+      if up < maxttl then
+        return nil, maxttl - up
+      end
+      redis.call('SET', marker, life)
+    end
+  end
+  local token = math.max(tonumber(c or '0') + 1, us - us % grain)
+  local text = string.format('%.0f', token)
+  redis.call('SET', counter, text)
+  return token, text
+end
