@@ -454,8 +454,10 @@ func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 }
 
 // Seed raises the fencing counter to at least token and returns its value.
-func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64) (uint64, error) {
-	n, err := seedScript.Run(ctx, c, k.list[1:2], strconv.FormatUint(token, 10)).Int64()
+// With reentry, it raises the token of that identity's re-entrant lease,
+// if it holds the lock, to token too.
+func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64, reentry string) (uint64, error) {
+	n, err := seedScript.Run(ctx, c, []string{k.Fence, k.Lock}, strconv.FormatUint(token, 10), reentry).Int64()
 	return uint64(n), err
 }
 
