@@ -13,12 +13,10 @@ local v = redis.call('GET', KEYS[1])
 local ttl = tonumber(ARGV[2])
 local mark = '*' .. ARGV[4] .. '\n'
 if not v then
-  local us, since = clock()
-  local fence, text = issue(KEYS[2], KEYS[3], us)
-  if not fence then
-    return -math.max(1, text)
+  local fence = take(KEYS[1], KEYS[2], KEYS[3], '*' .. ARGV[4], ARGV[3], ttl)
+  if fence <= 0 then
+    return fence
   end
-  redis.call('SET', KEYS[1], mark .. text .. '\n' .. since .. '\n' .. ARGV[3], 'PX', ttl)
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[4], ttl)
@@ -36,8 +34,4 @@ if string.sub(v, 1, #mark) == mark then
   redis.call('PEXPIRE', KEYS[4], ttl)
   return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then
-  return 0
-end
-return -math.max(1, pttl)
+return refused(KEYS[1])
