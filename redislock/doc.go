@@ -64,8 +64,18 @@
 //
 // # Re-entrant locks
 //
-// Not offered: a lock taken with a distlock.OwnerID fails with an error
-// wrapping errors.ErrUnsupported.
+// A mutex locked with a distlock.OwnerID is a re-entrant lease. Its lock
+// key holds the identity's digest, marked so that no owner's
+// compare-and-delete matches it, and a hash beside it (same hash slot, same
+// TTL) holds the owners of its holds. A separate script takes it or adds a
+// hold, with the lease's token, and with the restart guard and clock-floored
+// tokens of a plain lock; a repeat after a lost reply finds its hold and adds
+// none. Release and Refresh look at the holds only when the owner is not
+// the lock key's, so plain locks cost what they did: a release removes one
+// hold (with a receipt per call, kept 10s) and the last one deletes the key;
+// a renewal by any hold extends the lease and its holds together, never
+// below what is left while there are other holds. Re-entrant locks are not
+// fair: asking for both fails with errors.ErrUnsupported.
 //
 // # Inspection
 //

@@ -104,10 +104,11 @@ func (b *Backend) check(key string) error {
 }
 
 // Capabilities implements driver.Backend: waiters are notified (fair ones
-// in turn), and fair locks, read-write locks and semaphores are offered.
-// Re-entrant locks are not.
+// in turn), and fair locks, read-write locks, semaphores and re-entrant
+// locks are offered. A re-entrant lock is not fair: a request with both
+// fails with errors.ErrUnsupported.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true}
+	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true, Reentrant: true}
 }
 
 // Acquire implements driver.Backend in one round trip (two with
@@ -116,8 +117,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if err := b.check(req.Key); err != nil {
 		return driver.Grant{}, err
 	}
-	if req.Reentry != "" {
-		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks: %w", errors.ErrUnsupported)
+	if req.Reentry != "" && (req.Fair || req.Kind != driver.Exclusive) {
+		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks are exclusive and not fair: %w", errors.ErrUnsupported)
 	}
 	if err := b.checkTTL(req.TTL); err != nil {
 		return driver.Grant{}, err
@@ -134,6 +135,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		switch {
 		case b.replicas > 0:
 			token, wait, err = b.acquireReplicated(ctx, k, req, desc)
+		case req.Reentry != "":
+			token, wait, err = redisnode.AcquireReentrant(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Reentry)
 		case req.Fair:
 			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue)
 		default:
@@ -171,9 +174,12 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 	run := func() (*redis.Cmd, *redis.IntCmd, error) {
 		pipe := node.Pipeline()
 		var acq *redis.Cmd
-		if req.Fair {
+		switch {
+		case req.Reentry != "":
+			acq = redisnode.AcquireReentrantCmd(ctx, pipe, k, req.Owner, req.TTL, desc, req.Reentry)
+		case req.Fair:
 			acq = redisnode.AcquireFairCmd(ctx, pipe, k, req.Owner, req.TTL, desc, req.Queue)
-		} else {
+		default:
 			acq = redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
 		}
 		wait := redisnode.WaitCmd(ctx, pipe, b.replicas, b.waitFor)
@@ -293,7 +299,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	}
 	info := driver.Info{Held: st.Held, Token: st.Token, TTL: st.TTL, Meta: st.Meta}
 	if st.Held {
-		info.Holds = 1
+		info.Holds = st.Holds
 		if st.Writer {
 			info.Kind = driver.Write
 		}

@@ -19,16 +19,17 @@ import (
 	"github.com/distlock-go/distlock/distlocktest"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
 )
 
 // newClient returns a go-redis client for addr, closed at cleanup.
 func newClient(t testing.TB, addr string) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1,
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
+	return redistest.Client(t, addr, func(o *redis.Options) {
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, time.Second, time.Second
+		o.DialerRetries = 0 // go-redis' default, as before
+	})
 }
 
 // newBackend returns a redislock backend on rdb, closed at cleanup.
@@ -297,16 +298,7 @@ func TestKilledServer(t *testing.T) {
 		t.Errorf("Unlock after restart: %v", err)
 	}
 	// Goroutines settle back (watchdogs and retries ended).
-	var after int
-	for range 50 {
-		if after = runtime.NumGoroutine(); after <= before+2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if after > before+2 {
-		t.Errorf("goroutines: %d before the kill, %d after: leak", before, after)
-	}
+	redistest.GoroutinesSettle(t, before, time.Second)
 }
 
 // TestHandoffIsNotified: with 8 contending goroutines, a waiter takes the

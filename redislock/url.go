@@ -2,10 +2,7 @@ package redislock
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +10,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redisurl"
 )
 
 // URL schemes registered with distlock.Open:
@@ -47,9 +45,7 @@ func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
 	return b, nil
 }
 
-func invalid(u *url.URL, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", distlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
-}
+var invalid = redisurl.Invalid
 
 // parseURL builds a client from u, and the options its query sets.
 func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
@@ -70,11 +66,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 	if u.Host == "" {
 		return nil, nil, invalid(u, "no host")
 	}
-	user, pass := "", ""
-	if u.User != nil {
-		user = u.User.Username()
-		pass, _ = u.User.Password()
-	}
+	user, pass := redisurl.Credentials(u)
 	switch strings.ToLower(u.Scheme) {
 	case "redis", "rediss":
 		v := *u
@@ -96,7 +88,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 		if len(q) > 0 {
 			return nil, nil, invalid(u, "unknown option(s) %v", q)
 		}
-		addrs, err := hosts(u)
+		addrs, err := redisurl.Hosts(u)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -104,11 +96,9 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 		if parts[0] == "" || len(parts) > 2 {
 			return nil, nil, invalid(u, "want /master-name[/db] after the sentinel addresses")
 		}
-		db := 0
-		if len(parts) == 2 {
-			if db, err = strconv.Atoi(parts[1]); err != nil || db < 0 {
-				return nil, nil, invalid(u, "bad database number %q", parts[1])
-			}
+		db, err := redisurl.DB(u, strings.Join(parts[1:], ""))
+		if err != nil {
+			return nil, nil, err
 		}
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: parts[0], SentinelAddrs: addrs, Username: user, Password: pass,
@@ -121,7 +111,7 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 		if p := strings.Trim(u.Path, "/"); p != "" {
 			return nil, nil, invalid(u, "a cluster has no database %q", p)
 		}
-		addrs, err := hosts(u)
+		addrs, err := redisurl.Hosts(u)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,20 +122,4 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 		}), opts, nil
 	}
 	return nil, nil, invalid(u, "scheme %q is not redislock's", u.Scheme)
-}
-
-// hosts splits a comma-separated host list, each host:port.
-func hosts(u *url.URL) ([]string, error) {
-	var addrs []string
-	for _, h := range strings.Split(u.Host, ",") {
-		host, port, err := net.SplitHostPort(h)
-		if err != nil || host == "" {
-			return nil, invalid(u, "address %q: want host:port", h)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return nil, invalid(u, "address %q: bad port", h)
-		}
-		addrs = append(addrs, h)
-	}
-	return addrs, nil
 }

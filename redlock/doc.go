@@ -112,6 +112,20 @@
 // quorum meets a master that kept its counter. appendonly yes with
 // appendfsync always, and noeviction, keep the counters themselves.
 //
+// # Re-entrant locks
+//
+// A mutex locked with a distlock.OwnerID is a re-entrant lease on each
+// master, as in package redislock: the lock key names the identity, a hash
+// beside it the owners of its holds. A nested hold is acquired like a
+// lock, from a quorum, and each granting master reports the lease's token.
+// The write-back of a disagreeing first grant raises that stored token
+// too, so nested holds report the token the first hold was given. Two
+// limits under faults: a master that lost the lease and grants a nested
+// hold as a new lease there issues a newer token, which the hold then
+// carries (tokens still only go up); and a renewal that puts the key back
+// on a master that lost it does so as a plain lock of the renewing hold,
+// which the other holds do not share (their quorum is the other masters).
+//
 // # Known critiques, and what distlock does
 //
 // Process pauses and delays (Kleppmann, "How to do distributed locking",

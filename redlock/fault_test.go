@@ -17,6 +17,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redlock"
 )
@@ -204,17 +205,7 @@ func TestThreeOfFiveKilled(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	var after int
-	for range 100 {
-		if after = runtime.NumGoroutine(); after <= before+2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if after > before+2 {
-		buf := make([]byte, 1<<16)
-		t.Errorf("goroutines: %d before the kill, %d after: leak\n%s", before, after, buf[:runtime.Stack(buf, true)])
-	}
+	redistest.GoroutinesSettle(t, before, 2*time.Second)
 }
 
 // TestPausedNode: a master that stops answering (SIGSTOP) costs at most

@@ -281,11 +281,11 @@ func (b *Backend) validity(ttl time.Duration) (time.Duration, error) {
 	return v, nil
 }
 
-// Capabilities implements driver.Backend: waiters are notified. Redlock
-// takes mutexes only: not fair, read-write or re-entrant locks, nor
-// semaphores.
+// Capabilities implements driver.Backend: waiters are notified, and
+// mutexes may be re-entrant. Redlock takes mutexes only: not fair or
+// read-write locks, nor semaphores.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Notify: true}
+	return driver.Capabilities{Notify: true, Reentrant: true}
 }
 
 // Acquire implements driver.Backend. It sends the acquire script to every
@@ -307,9 +307,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if err := b.check(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	if req.Kind != driver.Exclusive || req.Fair || req.Reentry != "" {
-		return driver.Grant{}, fmt.Errorf("redlock: mutexes only (kind %d, fair %v, re-entrant %v): %w",
-			req.Kind, req.Fair, req.Reentry != "", errors.ErrUnsupported)
+	if req.Kind != driver.Exclusive || req.Fair {
+		return driver.Grant{}, fmt.Errorf("redlock: mutexes only (kind %d, fair %v): %w",
+			req.Kind, req.Fair, errors.ErrUnsupported)
 	}
 	validFor, err := b.validity(req.TTL)
 	if err != nil {
@@ -335,7 +335,13 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			b.probe(ctx, rdb, k, req.Key, owner, i)
 			return reply{node: i, err: errPending}
 		}
-		token, holderTTL, err := redisnode.Acquire(ctx, rdb, k, owner, ttl, desc)
+		acquire := redisnode.Acquire
+		if req.Reentry != "" {
+			acquire = func(ctx context.Context, c redis.Scripter, k redisnode.Keys, owner string, ttl time.Duration, desc string) (uint64, time.Duration, error) {
+				return redisnode.AcquireReentrant(ctx, c, k, owner, ttl, desc, req.Reentry)
+			}
+		}
+		token, holderTTL, err := acquire(ctx, rdb, k, owner, ttl, desc)
 		return reply{node: i, ok: err == nil && token > 0, token: token, ttl: holderTTL, err: err}
 	})
 	rs := make([]reply, len(b.nodes))
@@ -390,7 +396,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}
 	token, agreed := fenceToken(rs)
 	if !agreed {
-		if err := b.fence(ctx, k, req.Key, token, rs, start.Add(validFor), b.timeout(ttl)); err != nil {
+		if err := b.fence(ctx, k, req, token, rs, start.Add(validFor), b.timeout(ttl)); err != nil {
 			b.abandon(ctx, k, req.Key, owner, rs, waiting, ask)
 			return driver.Grant{}, err
 		}
@@ -464,7 +470,8 @@ var errNotGranting = errors.New("did not grant the lock in this attempt")
 // have been given a token at or below it there. A node that did not grant
 // may already hold another owner's key, made before the seed with an older
 // token, which that owner may still count when its next attempt succeeds.
-func (b *Backend) fence(ctx context.Context, k redisnode.Keys, key string, token uint64, rs []reply, deadline time.Time, timeout time.Duration) error {
+func (b *Backend) fence(ctx context.Context, k redisnode.Keys, req driver.Request, token uint64, rs []reply, deadline time.Time, timeout time.Duration) error {
+	key := req.Key
 	remaining := deadline.Sub(b.now())
 	if remaining <= 0 {
 		return fmt.Errorf("%w: %q: no time left to confirm the fencing token", ErrValidityExpired, key)
@@ -476,7 +483,7 @@ func (b *Backend) fence(ctx context.Context, k redisnode.Keys, key string, token
 		}
 	}
 	fo := b.fan(ctx, min(timeout, remaining), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
-		n, err := redisnode.Seed(ctx, rdb, k, token)
+		n, err := redisnode.Seed(ctx, rdb, k, token, req.Reentry)
 		return reply{node: i, ok: err == nil && n >= token, token: n, err: err}
 	})
 	fs := make([]reply, len(b.nodes))
@@ -750,16 +757,17 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 			continue
 		}
 		ttls := make([]time.Duration, len(held))
-		info.Token = 0
+		info.Token, info.Holds = 0, 0
 		for j, i := range held {
 			ttls[j] = states[i].TTL
 			info.Token = max(info.Token, states[i].Token)
+			info.Holds = max(info.Holds, states[i].Holds)
 			if info.Meta == nil {
 				info.Meta = states[i].Meta
 			}
 		}
 		sortDesc(ttls)
-		info.Held, info.Holds, info.TTL = true, 1, ttls[b.quorum-1]
+		info.Held, info.TTL = true, ttls[b.quorum-1]
 	}
 	info.Warnings = b.warnings(ctx, k)
 	return info, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/distlock-go/distlock/distlocktest"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redlock"
 )
@@ -41,11 +42,7 @@ func newClients(t testing.TB, addrs []string) []redis.UniversalClient {
 	t.Helper()
 	cs := make([]redis.UniversalClient, len(addrs))
 	for i, a := range addrs {
-		// No retries: a dead node fails at once, with its own error,
-		// instead of retrying until the node timeout.
-		rdb := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-		t.Cleanup(func() { rdb.Close() })
-		cs[i] = rdb
+		cs[i] = redistest.Client(t, a)
 	}
 	return cs
 }

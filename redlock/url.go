@@ -3,9 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redisurl"
 )
 
 // The URL scheme registered with distlock.Open:
@@ -50,9 +49,7 @@ func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
 	return b, nil
 }
 
-func invalid(u *url.URL, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", distlock.ErrInvalidURL, u.Redacted(), fmt.Sprintf(format, args...))
-}
+var invalid = redisurl.Invalid
 
 func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 	if !strings.EqualFold(u.Scheme, "redlock") {
@@ -89,29 +86,14 @@ func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 	if u.Host == "" {
 		return nil, nil, invalid(u, "no hosts (want redlock://host:port,host:port,...)")
 	}
-	db := 0
-	if p := strings.Trim(u.Path, "/"); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return nil, nil, invalid(u, "bad database number %q", p)
-		}
-		db = n
+	db, err := redisurl.DB(u, strings.Trim(u.Path, "/"))
+	if err != nil {
+		return nil, nil, err
 	}
-	user, pass := "", ""
-	if u.User != nil {
-		user = u.User.Username()
-		pass, _ = u.User.Password()
-	}
-	var addrs []string
-	for _, h := range strings.Split(u.Host, ",") {
-		host, port, err := net.SplitHostPort(h)
-		if err != nil || host == "" {
-			return nil, nil, invalid(u, "address %q: want host:port", h)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return nil, nil, invalid(u, "address %q: bad port", h)
-		}
-		addrs = append(addrs, h)
+	user, pass := redisurl.Credentials(u)
+	addrs, err := redisurl.Hosts(u)
+	if err != nil {
+		return nil, nil, err
 	}
 	clients := make([]redis.UniversalClient, len(addrs))
 	for i, addr := range addrs {

@@ -52,6 +52,8 @@ var (
 	acquireWriteSrc string
 	//go:embed lua/acquire_read.lua
 	acquireReadSrc string
+	//go:embed lua/acquire_reentrant.lua
+	acquireReentrantSrc string
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
@@ -67,6 +69,7 @@ var (
 	extendPermit  = newScript(tokenLib + permitLib + refreshPermitSrc)
 	writeScript   = newScript(tokenLib + permitLib + acquireWriteSrc)
 	readScript    = newScript(tokenLib + permitLib + acquireReadSrc)
+	reentryScript = newScript(tokenLib + acquireReentrantSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -95,6 +98,7 @@ type Keys struct {
 	Readers string // a read-write lock's readers by lease expiry (sorted set)
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
+	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
 	// Receipt names the last release of the lock (owner and call), for a
 	// short while, so that the same call sent again after a lost reply
 	// knows it released; PermitReceipts and ReadReceipts do the same for
@@ -102,9 +106,10 @@ type Keys struct {
 	Receipt        string
 	PermitReceipts string
 	ReadReceipts   string
+	HoldReceipts   string
 	list           []string // Lock, Fence, Queue, Places
 	boxed          []any    // the same, and Channel, as command arguments, boxed once
-	release        []string // Lock, Queue, Places, Writing, Receipt: the keys of release (leave: the first three)
+	release        []string // Lock, Queue, Places, Writing, Receipt, Holds, HoldReceipts: the keys of release (leave: the first three)
 	relBox         []any
 	sem            []string // Permits, Tokens, Fence, Guard: the keys of the semaphore scripts (refresh: the first two)
 	semBox         []any
@@ -118,6 +123,10 @@ type Keys struct {
 	acqBox         []any
 	fair           []string // Lock, Fence, Queue, Places, Guard: a fair acquire
 	fairBox        []any
+	holds          []string // Lock, Holds, Fence: refresh (the first two) and inspect (all three)
+	holdsBox       []any
+	reentry        []string // Lock, Fence, Guard, Holds: a re-entrant acquire
+	reentryBox     []any
 	grant          any // the guard's argument, last on every script that grants
 }
 
@@ -144,8 +153,11 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
 	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
-	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
-	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt}
+	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
+	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts}
+	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts}
+	k.holds = []string{k.Lock, k.Holds, k.Fence}
+	k.holdsBox = []any{k.Lock, k.Holds, k.Fence}
 	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
 	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
 	k.reads = []string{k.Readers, k.RTokens, k.ReadReceipts}
@@ -159,6 +171,8 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.acqBox = []any{k.Lock, k.Fence, k.Guard}
 	k.fair = []string{k.Lock, k.Fence, k.Queue, k.Places, k.Guard}
 	k.fairBox = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Guard}
+	k.reentry = []string{k.Lock, k.Fence, k.Guard, k.Holds}
+	k.reentryBox = []any{k.Lock, k.Fence, k.Guard, k.Holds}
 	k.grant = grant
 	return k
 }
@@ -314,6 +328,24 @@ func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string
 	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), k.grant)
 }
 
+// AcquireReentrant runs the re-entrant acquire script: the lock is granted
+// as a lease of the identity reentry, or, while such a lease holds it, as
+// one more hold with the lease's token. A hold ends by [Release]; the lease
+// ends with its last hold. [Refresh] of any hold renews the lease for all,
+// never shortening it while it has other holds.
+func AcquireReentrant(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, reentry string) (token uint64, holderTTL time.Duration, err error) {
+	n, err := run(ctx, c, reentryScript, k.reentryBox, k.reentry, owner, boxMillis(ttl), boxDesc(desc), reentry, k.grant).Int64()
+	if err != nil {
+		return 0, 0, err
+	}
+	return Grant(n)
+}
+
+// AcquireReentrantCmd queues the re-entrant acquire script on a pipeline.
+func AcquireReentrantCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc, reentry string) *redis.Cmd {
+	return reentryScript.EvalSha(ctx, p, k.reentry, owner, ttl.Milliseconds(), desc, reentry, k.grant)
+}
+
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
 func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
 	return run(ctx, c, leaveScript, k.relBox[:3], k.release[:3], owner, k.boxed[4]).Err()
@@ -321,7 +353,7 @@ func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit, writeScript, readScript, declareFresh, guardWait} {
+	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit, writeScript, readScript, reentryScript, declareFresh, guardWait} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -417,13 +449,15 @@ var receiptID any = "r"
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	n, err := run(ctx, c, refreshScript, k.boxed[:1], k.list[:1], owner, boxMillis(ttl)).Int64()
+	n, err := run(ctx, c, refreshScript, k.holdsBox[:2], k.holds[:2], owner, boxMillis(ttl)).Int64()
 	return n == 1, err
 }
 
 // Seed raises the fencing counter to at least token and returns its value.
-func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64) (uint64, error) {
-	n, err := seedScript.Run(ctx, c, k.list[1:2], strconv.FormatUint(token, 10)).Int64()
+// With reentry, it raises the token of that identity's re-entrant lease,
+// if it holds the lock, to token too.
+func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64, reentry string) (uint64, error) {
+	n, err := seedScript.Run(ctx, c, []string{k.Fence, k.Lock}, strconv.FormatUint(token, 10), reentry).Int64()
 	return uint64(n), err
 }
 
@@ -433,17 +467,18 @@ type State struct {
 	Writer bool // held by a read-write lock's writer (see DescribeWriter)
 	Owner  string
 	Token  uint64 // the holder's, or the last one issued when free
+	Holds  int    // when Held: a re-entrant lease's holds, else 1
 	TTL    time.Duration
 	Meta   map[string]string // includes "since" (server ms) when held
 }
 
 // Inspect reads the lock's state without changing it.
 func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
-	vals, err := inspectScript.Run(ctx, c, k.list[:2]).Slice()
+	vals, err := inspectScript.Run(ctx, c, k.holds).Slice()
 	if err != nil {
 		return State{}, err
 	}
-	if len(vals) != 3 {
+	if len(vals) != 4 {
 		return State{}, fmt.Errorf("redisnode: inspect: unexpected reply %v", vals)
 	}
 	var st State
@@ -455,6 +490,10 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 		return st, nil
 	}
 	st.Held = true
+	st.Holds = 1
+	if n, ok := vals[3].(int64); ok && n > 0 {
+		st.Holds = int(n)
+	}
 	if ms, ok := vals[1].(int64); ok && ms > 0 {
 		st.TTL = time.Duration(ms) * time.Millisecond
 	}
@@ -462,7 +501,7 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 	if len(lines) < 3 {
 		return st, errors.New("redisnode: inspect: lock value is not distlock's")
 	}
-	st.Owner = lines[0]
+	st.Owner = lines[0] // for a re-entrant lease: '*' and its identity
 	st.Token, _ = strconv.ParseUint(lines[1], 10, 64)
 	st.Meta = map[string]string{"since": lines[2]}
 	for _, kv := range lines[3:] {

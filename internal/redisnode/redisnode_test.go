@@ -36,6 +36,7 @@ func TestHintAtLeaseEnd(t *testing.T) {
 	}{
 		{"lock", lockAttempt(ctx, rdb, ttl), lockAttempt(ctx, rdb, ttl)},
 		{"fair", fairAttempt(ctx, rdb, ttl), fairAttempt(ctx, rdb, ttl)},
+		{"re-entrant after another identity", reentrantAttempt(ctx, rdb, ttl, "a"), reentrantAttempt(ctx, rdb, ttl, "b")},
 		{"permit", permitAttempt(ctx, rdb, ttl), permitAttempt(ctx, rdb, ttl)},
 		{"writer after writer", writeAttempt(ctx, rdb, ttl), writeAttempt(ctx, rdb, ttl)},
 		{"reader after writer", writeAttempt(ctx, rdb, ttl), readAttempt(ctx, rdb, ttl)},
@@ -78,6 +79,12 @@ func TestHintAtLeaseEnd(t *testing.T) {
 func lockAttempt(ctx context.Context, rdb *redis.Client, ttl time.Duration) func(redisnode.Keys, string) (uint64, time.Duration, error) {
 	return func(k redisnode.Keys, owner string) (uint64, time.Duration, error) {
 		return redisnode.Acquire(ctx, rdb, k, owner, ttl, "")
+	}
+}
+
+func reentrantAttempt(ctx context.Context, rdb *redis.Client, ttl time.Duration, reentry string) func(redisnode.Keys, string) (uint64, time.Duration, error) {
+	return func(k redisnode.Keys, owner string) (uint64, time.Duration, error) {
+		return redisnode.AcquireReentrant(ctx, rdb, k, owner, ttl, "", reentry)
 	}
 }
 

@@ -10,13 +10,7 @@
 -- hint is the time until it lets them through.
 local v = redis.call('GET', KEYS[1])
 if not v then
-  local us, since = clock()
-  local fence, text = issue(KEYS[2], KEYS[3], us)
-  if not fence then
-    return -math.max(1, text)
-  end
-  redis.call('SET', KEYS[1], ARGV[1] .. '\n' .. text .. '\n' .. since .. '\n' .. ARGV[3], 'PX', ARGV[2])
-  return fence
+  return take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[3], ARGV[2])
 end
 local prefix = ARGV[1] .. '\n'
 if string.sub(v, 1, #prefix) == prefix then
@@ -24,8 +18,4 @@ if string.sub(v, 1, #prefix) == prefix then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then
-  return 0
-end
-return -math.max(1, pttl)
+return refused(KEYS[1])

@@ -60,8 +60,4 @@ end
 if not v then
   return 0
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then
-  return 0
-end
-return -math.max(1, pttl)
+return refused(KEYS[1])

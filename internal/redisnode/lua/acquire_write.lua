@@ -16,11 +16,7 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
   end
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < 0 then
-    return 0
-  end
-  return -math.max(1, pttl)
+  return refused(KEYS[1])
 end
 local us, now = clock()
 drop_expired(KEYS[3], KEYS[4], now)

@@ -1,9 +1,12 @@
 -- Delete the lock if, and only if, the owner holds it, and wake the waiters:
 -- the message names the oldest live fair waiter, whose turn it is, or
 -- nobody (every waiter may try). A writer of a read-write lock that gave up
--- waiting withdraws its claim on the readers.
+-- waiting withdraws its claim on the readers. A hold of a re-entrant lease
+-- (see acquire_reentrant.lua) ends; the lease ends with its last hold.
 -- KEYS[1] lock key, KEYS[2] fair queue, KEYS[3] fair places, KEYS[4] the
--- waiting writer, KEYS[5] the release receipt
+-- waiting writer, KEYS[5] the release receipt, KEYS[6] a re-entrant
+-- lease's holds, KEYS[7] the receipts of its holds' releases (sorted set:
+-- owner LF call id -> expiry ms)
 -- ARGV[1] owner, ARGV[2] release channel, ARGV[3] the call's id, ARGV[4] how
 -- long the receipt lasts, in ms
 -- Returns 1 when released (by this call, or by its first sending when this
@@ -11,7 +14,21 @@
 local v = redis.call('GET', KEYS[1])
 local prefix = ARGV[1] .. '\n'
 local call = prefix .. ARGV[3]
-if v and string.sub(v, 1, #prefix) == prefix then
+local last = v and string.sub(v, 1, #prefix) == prefix
+if not last and v and string.byte(v, 1) == 42 and redis.call('HDEL', KEYS[6], ARGV[1]) == 1 then
+  last = redis.call('HLEN', KEYS[6]) == 0
+  if not last then
+    -- Other holds remain. Receipts are kept per call, as several holds
+    -- may be released at once; lapsed ones go with each release.
+    local t = redis.call('TIME')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
+    redis.call('ZADD', KEYS[7], now + tonumber(ARGV[4]), call)
+    redis.call('PEXPIRE', KEYS[7], ARGV[4])
+    return 1
+  end
+end
+if last then
   redis.call('DEL', KEYS[1])
   -- The receipt lets a repeat of this call, sent again because its reply
   -- was lost, report the release it made. A later releaser overwrites it.
@@ -21,6 +38,13 @@ if v and string.sub(v, 1, #prefix) == prefix then
 end
 if redis.call('GET', KEYS[5]) == call then
   return 1
+end
+local receipt = redis.call('ZSCORE', KEYS[7], call)
+if receipt then
+  local t = redis.call('TIME')
+  if tonumber(receipt) > t[1] * 1000 + math.floor(t[2] / 1000) then
+    return 1
+  end
 end
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])

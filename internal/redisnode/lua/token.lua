@@ -13,6 +13,17 @@ local function clock()
   return us, math.floor(us / 1000)
 end
 
+-- refused is the reply of an attempt refused by the lease on lock: minus
+-- its remaining TTL in ms, at least 1 (a lease in its last millisecond is
+-- a retry soon, not an unknown wait), or 0 for a key without a TTL.
+local function refused(lock)
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then
+    return 0
+  end
+  return -math.max(1, pttl)
+end
+
 -- issue returns the next fencing token of counter, as a number and as
 -- decimal text (Lua's own conversion keeps only 14 digits); or nil and the
 -- ms to wait while the restart guard holds grants back.
@@ -50,4 +61,18 @@ local function issue(counter, marker, us)
   local text = string.format('%.0f', token)
   redis.call('SET', counter, text)
   return token, text
+end
+
+-- take writes a new lease on lock, free, for head (an owner, or a
+-- re-entrant lease's mark) with the description desc and a TTL of ttl ms,
+-- and returns its token from counter; or, while the restart guard (marker)
+-- holds grants back, minus the ms until it lets them through.
+local function take(lock, counter, marker, head, desc, ttl)
+  local us, since = clock()
+  local fence, text = issue(counter, marker, us)
+  if not fence then
+    return -math.max(1, text)
+  end
+  redis.call('SET', lock, head .. '\n' .. text .. '\n' .. since .. '\n' .. desc, 'PX', ttl)
+  return fence
 end
