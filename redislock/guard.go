@@ -31,10 +31,16 @@ func WithMaxTTL(d time.Duration) Option { return func(b *Backend) { b.maxTTL = d
 // appendfsync always) and is never restarted from an older copy.
 func WithoutRestartGuard() Option { return func(b *Backend) { b.guardOff = true } }
 
+// WithoutClockTokens turns off the floor that keeps fencing tokens at or
+// above the server clock, so that tokens follow the counter alone and start
+// again at 1 when a server loses it. It exists to show, in tests and in
+// distlock torture, what the floor prevents; do not use it otherwise.
+func WithoutClockTokens() Option { return func(b *Backend) { b.clockOff = true } }
+
 // guard returns the scripts' settings for this backend's options.
 func (b *Backend) guard() redisnode.Guard {
 	_, cluster := b.rdb.(*redis.ClusterClient)
-	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: time.Microsecond, Cluster: cluster}
+	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: time.Microsecond, Cluster: cluster, NoClock: b.clockOff}
 	if b.guardOff {
 		g.MaxTTL = 0
 	}

@@ -35,6 +35,7 @@ type Backend struct {
 	ownsRDB  bool
 	maxTTL   time.Duration // the restart guard's (see guard.go)
 	guardOff bool
+	clockOff bool
 	risks    redisnode.RiskCache
 }
 

@@ -15,10 +15,10 @@ import (
 
 // URL schemes registered with distlock.Open:
 //
-//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off&dial_timeout=...]
+//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&dial_timeout=...]
 //	rediss://...                                     (TLS)
-//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off]
-//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off]
+//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off]
+//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off]
 //
 // max_ttl is a Go duration ("90s"), see [WithMaxTTL]; restart_guard=off is
 // [WithoutRestartGuard]. Query options other than these and prefix are
@@ -54,6 +54,12 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 	if q.Has("prefix") {
 		opts = append(opts, WithPrefix(q.Get("prefix")))
 		q.Del("prefix")
+	}
+	switch off, err := redisnode.ClockQuery(q); {
+	case err != nil:
+		return nil, nil, invalid(u, "%v", err)
+	case off:
+		opts = append(opts, WithoutClockTokens())
 	}
 	switch maxTTL, off, err := redisnode.GuardQuery(q); {
 	case err != nil:

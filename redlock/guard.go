@@ -36,9 +36,15 @@ func WithMaxTTL(d time.Duration) Option { return func(b *Backend) { b.maxTTL = d
 // restart for longer than the longest TTL in use.
 func WithoutRestartGuard() Option { return func(b *Backend) { b.guardOff = true } }
 
+// WithoutClockTokens turns off the floor that keeps fencing tokens at or
+// above the server clock, so that tokens follow the counter alone and start
+// again at 1 when a server loses it. It exists to show, in tests and in
+// distlock torture, what the floor prevents; do not use it otherwise.
+func WithoutClockTokens() Option { return func(b *Backend) { b.clockOff = true } }
+
 // guard returns the scripts' settings for this backend's options.
 func (b *Backend) guard() redisnode.Guard {
-	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: TokenGrain}
+	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: TokenGrain, NoClock: b.clockOff}
 	if b.guardOff {
 		g.MaxTTL = 0
 	}

@@ -63,6 +63,7 @@ type Backend struct {
 
 	maxTTL    time.Duration // the restart guard's (see guard.go)
 	guardOff  bool
+	clockOff  bool
 	risks     []redisnode.RiskCache // per node
 	err       error                 // set by New when the configuration cannot work
 	pending   pendingSet

@@ -57,6 +57,12 @@ func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 	}
 	var opts []Option
 	q := u.Query()
+	switch off, err := redisnode.ClockQuery(q); {
+	case err != nil:
+		return nil, nil, invalid(u, "%v", err)
+	case off:
+		opts = append(opts, WithoutClockTokens())
+	}
 	switch maxTTL, off, err := redisnode.GuardQuery(q); {
 	case err != nil:
 		return nil, nil, invalid(u, "%v", err)

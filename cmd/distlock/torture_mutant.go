@@ -54,7 +54,9 @@ func openMutant(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	}
 	m := &mutant{Backend: b, kind: kind}
 	if kind == mutantNoOwnerCheck {
-		opt, err := redis.ParseURL(inner.String())
+		raw := inner // the client of the mutant's own deletes takes no lock options
+		raw.RawQuery = ""
+		opt, err := redis.ParseURL(raw.String())
 		if err != nil {
 			_ = b.Close()
 			return nil, fmt.Errorf("%w: %v", distlock.ErrInvalidURL, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/internal/launch"
 )
 
@@ -47,7 +48,31 @@ func startTortureServers(ctx context.Context, kind string) (*tortureServers, err
 	} else {
 		s.url = "redis://" + addrs[0] + "/0"
 	}
+	if !persistent {
+		// This kind exists to show what a restart without persistence
+		// does when nothing protects against it.
+		s.url += "?restart_guard=off&clock_tokens=off"
+	} else if err := declareFresh(ctx, s.url); err != nil {
+		s.close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// declareFresh tells the restart guard of the servers at rawURL, which were
+// just started empty, that they lost no data, so that the first grants do
+// not wait for a maximum lease length.
+func declareFresh(ctx context.Context, rawURL string) error {
+	c, err := distlock.Open(ctx, rawURL)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	d, ok := c.Backend().(interface{ DeclareFresh(context.Context) error })
+	if !ok {
+		return fmt.Errorf("backend of %s cannot declare its servers fresh", rawURL)
+	}
+	return d.DeclareFresh(ctx)
 }
 
 func (s *tortureServers) close() {

@@ -156,7 +156,7 @@ func TestTortureCatchesMutants(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.mutant, func(t *testing.T) {
-			url := "mutant+redis://" + srv.Addr() + "/0?mutant=" + tc.mutant
+			url := "mutant+redis://" + srv.Addr() + "/0?max_ttl=2h&mutant=" + tc.mutant
 			res, rep := runTorture(t, prog, "--url", url, "--faults", tc.faults,
 				"--duration", "6s", "--workers", "4", "--ttl", "300ms", "--seed", "1")
 			t.Logf("%s", res.stdout)

@@ -43,12 +43,21 @@ type Guard struct {
 	// the slot of the keys its scripts touch; otherwise there is one
 	// marker per prefix.
 	Cluster bool
+
+	// NoClock turns the clock floor off: tokens then follow the counter
+	// alone and go back to 1 when a node loses it. Only for showing what
+	// the floor prevents (see distlock torture).
+	NoClock bool
 }
 
 // boxed returns the guard's script argument, "grain:maxttl" (µs, ms; see
 // token.lua), boxed once for the hot path.
 func (g Guard) boxed() any {
-	return strconv.FormatInt(max(g.Grain.Microseconds(), 1), 10) + ":" + strconv.FormatInt(max(g.MaxTTL.Milliseconds(), 0), 10)
+	grain := max(g.Grain.Microseconds(), 1)
+	if g.NoClock {
+		grain = 0
+	}
+	return strconv.FormatInt(grain, 10) + ":" + strconv.FormatInt(max(g.MaxTTL.Milliseconds(), 0), 10)
 }
 
 var noGuard = Guard{}.boxed()
@@ -165,6 +174,23 @@ func CheckTTL(pkg string, ttl, max time.Duration) error {
 			pkg, ttl, max, errors.ErrUnsupported)
 	}
 	return nil
+}
+
+// ClockQuery reads the URL option clock_tokens (on or off) and removes it
+// from q: off turns the clock floor of fencing tokens off (Guard.NoClock).
+func ClockQuery(q url.Values) (off bool, err error) {
+	if !q.Has("clock_tokens") {
+		return false, nil
+	}
+	switch v := q.Get("clock_tokens"); v {
+	case "on":
+	case "off":
+		off = true
+	default:
+		return false, fmt.Errorf("clock_tokens %q: want on or off", v)
+	}
+	q.Del("clock_tokens")
+	return off, nil
 }
 
 // GuardWarning is the line Inspect shows while the restart guard holds new

@@ -57,7 +57,11 @@ local function issue(counter, marker, us)
       redis.call('SET', marker, life)
     end
   end
-  local token = math.max(tonumber(c or '0') + 1, us - us % grain)
+  local floor = 0
+  if grain > 0 then
+    floor = us - us % grain
+  end
+  local token = math.max(tonumber(c or '0') + 1, floor)
   local text = string.format('%.0f', token)
   redis.call('SET', counter, text)
   return token, text
