@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/distlock-go/distlock/examples/internal/exampletest"
@@ -21,11 +22,20 @@ func TestReentrant(t *testing.T) {
 		"worker left: held false, 0 holds, token 1")
 }
 
-// TestReentrantUnsupported: on a backend without re-entrant locks the
-// program stops with an error that says so.
-func TestReentrantUnsupported(t *testing.T) {
+// TestReentrantRedis: the same on Redis, whose tokens follow the server
+// clock: every line carries the one token of the lease.
+func TestReentrantRedis(t *testing.T) {
 	t.Parallel()
 	addr, _ := exampletest.StartRedis(t)
-	_, stderr := exampletest.Run(t, 1, nil, "reentrant", "-url", "redis://"+addr+"/0")
-	exampletest.WantLines(t, stderr, `reentrant: distlock: re-entrant lock "ledger": unsupported operation by this backend`)
+	stdout, _ := exampletest.Run(t, 0, nil, "reentrant", "-url", "redis://"+addr+"/0")
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("output:\n%s\nwant 4 lines", stdout)
+	}
+	token := lines[0][strings.LastIndex(lines[0], " ")+1:]
+	exampletest.WantLines(t, stdout,
+		"closing the day: held true, 2 holds, token "+token,
+		"worker entered: held true, 2 holds, token "+token,
+		"job left: held true, 1 holds, token "+token,
+		"worker left: held false, 0 holds, token "+token)
 }
