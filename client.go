@@ -16,6 +16,7 @@ type Client struct {
 	opts    options
 	owned   bool  // made by Open: Close closes the backend
 	invalid error // why the client cannot take locks (a nil backend), or nil
+	lines   lines // plain mutexes' local turns (see line.go)
 }
 
 // New returns a Client that takes locks from backend. The options are the

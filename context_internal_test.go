@@ -24,8 +24,10 @@ func (grantAll) Capabilities() driver.Capabilities { return driver.Capabilities{
 func (grantAll) Watch(context.Context, string, string) (driver.Watch, error) {
 	return nil, errors.ErrUnsupported
 }
-func (grantAll) Inspect(context.Context, string) (driver.Info, error) { return driver.Info{}, nil }
-func (grantAll) Close() error                                         { return nil }
+func (grantAll) Inspect(context.Context, string) (driver.Info, error)   { return driver.Info{}, nil }
+func (grantAll) List(context.Context, string) ([]driver.KeyInfo, error) { return nil, nil }
+func (grantAll) Break(context.Context, string) (driver.Info, error)     { return driver.Info{}, nil }
+func (grantAll) Close() error                                           { return nil }
 
 // TestContextForgetsEndedParents: a context made by Context whose parent
 // ended is no longer kept by the handle, so that a lock held for hours by a

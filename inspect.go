@@ -67,6 +67,11 @@ func (k Kind) String() string {
 // remaining lease and the holder's metadata. A free key is not an error.
 // What it reports may have changed by the time it returns.
 func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
+	return c.describe(ctx, key, false)
+}
+
+// describe is Inspect or, if breaking, Break.
+func (c *Client) describe(ctx context.Context, key string, breaking bool) (Info, error) {
 	if ctx == nil {
 		return Info{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -76,10 +81,18 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err := validKey(key); err != nil {
 		return Info{}, err
 	}
-	in, err := c.backend.Inspect(ctx, key)
-	if err != nil {
-		return Info{}, fmt.Errorf("distlock: inspect %q: %w", key, err)
+	op, call := "inspect", c.backend.Inspect
+	if breaking {
+		op, call = "break", c.backend.Break
 	}
+	in, err := call(ctx, key)
+	if err != nil {
+		return Info{}, fmt.Errorf("distlock: %s %q: %w", op, key, err)
+	}
+	return infoOf(key, in), nil
+}
+
+func infoOf(key string, in driver.Info) Info {
 	return Info{
 		Key:      key,
 		Held:     in.Held,
@@ -89,5 +102,40 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 		Holds:    in.Holds,
 		Meta:     in.Meta,
 		Warnings: in.Warnings,
-	}, nil
+	}
+}
+
+// List describes the held locks whose names begin with prefix (all of
+// them when prefix is empty), sorted by name, as [Client.Inspect] would.
+// It is an operator's tool: it may scan the whole store, and a lock may
+// change while the list is made.
+func (c *Client) List(ctx context.Context, prefix string) ([]Info, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	list, err := c.backend.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("distlock: list %q: %w", prefix, err)
+	}
+	infos := make([]Info, len(list))
+	for i, k := range list {
+		infos[i] = infoOf(k.Key, k.Info)
+	}
+	return infos, nil
+}
+
+// Break frees the lock named key, whoever holds it (its holder, its
+// readers or its permits), and wakes its waiters. It is an operator's
+// remedy for a holder that is stuck but still renewing, never part of
+// normal locking: the holders are not told at once; each learns at its
+// next renewal (by the watchdog, within about a third of its TTL), when
+// its Done closes with [ErrLockLost], and work it does meanwhile can only
+// be stopped by the fencing token, which Break keeps increasing for the
+// next holder. It returns the lock as it was just before: Held is false
+// if it was free, and then nothing changed.
+func (c *Client) Break(ctx context.Context, key string) (Info, error) {
+	return c.describe(ctx, key, true)
 }

@@ -94,6 +94,14 @@ func TestLoggerLevelsAndSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, l.Done(), 5*time.Second, "the loss")
+	// The loss is reported just after Done closes, by the goroutine that
+	// closed it: wait for it, so that the order below is the events'.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(buf.String(), "distlock: lease lost"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease lost logged 5s after Done closed:\n%s", buf.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	_ = l.Unlock(ctx)
 
 	// A URL with a password, to a port where nothing listens.

@@ -91,7 +91,12 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 //
 // Backends that can notify a release wake the waiter within about one round
 // trip; others are polled with jittered backoff (see [WithBackoff]), never
-// sleeping past the holder's remaining lease. Backend errors are retried
+// sleeping past the holder's remaining lease. Goroutines of one Client that
+// wait for the same plain mutex (not fair, not re-entrant) take turns: one
+// at a time asks the backend, the others wait in line in the Client, and
+// they get the lock in the order they called Lock. A process is then one
+// waiter on the backend however many of its goroutines wait, so a release
+// wakes one of them rather than all. Backend errors are retried
 // with the same owner token, so an attempt whose reply was lost but which
 // was applied is recognised as success.
 func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
@@ -105,9 +110,16 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		// missed attempts, not a vanished waiter for long.
 		req.Queue = 2*m.opts.safetyPoll + time.Second
 	}
+	cl := m.startCall()
+	if inLine(req) {
+		l, err := m.c.lines.enter(ctx, m.key)
+		if err != nil {
+			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, err))
+		}
+		defer m.c.lines.leave(m.key, l)
+	}
 	w := wait{m: m, req: req}
 	defer w.stop()
-	cl := m.startCall()
 	for {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)

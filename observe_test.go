@@ -14,6 +14,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/memlock"
 	"github.com/distlock-go/distlock/redislock"
@@ -253,7 +254,7 @@ func TestEventsLostReleaseReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dropped := proxy.DropReply(redisnode.KeysFor(redislock.DefaultPrefix, "k").Channel)
+	dropped := proxy.DropReply(redistest.Keys(redislock.DefaultPrefix, "k").Channel)
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}

@@ -110,6 +110,8 @@ type broken struct {
 	refresh func(b *broken, ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error)
 	watch   func(b *broken, ctx context.Context, key, owner string) (driver.Watch, error)
 	inspect func(b *broken, ctx context.Context, key string) (driver.Info, error)
+	list    func(b *broken, ctx context.Context, prefix string) ([]driver.KeyInfo, error)
+	brk     func(b *broken, ctx context.Context, key string) (driver.Info, error)
 
 	mu       sync.Mutex
 	granted  map[driver.Lease]bool // leases this wrapper saw granted
@@ -179,6 +181,20 @@ func (b *broken) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	return b.Backend.Inspect(ctx, key)
 }
 
+func (b *broken) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
+	if b.list != nil {
+		return b.list(b, ctx, prefix)
+	}
+	return b.Backend.List(ctx, prefix)
+}
+
+func (b *broken) Break(ctx context.Context, key string) (driver.Info, error) {
+	if b.brk != nil {
+		return b.brk(b, ctx, key)
+	}
+	return b.Backend.Break(ctx, key)
+}
+
 // seen reports whether the wrapper granted l, or released it.
 func (b *broken) seen(l driver.Lease) (granted, released bool) {
 	b.mu.Lock()
@@ -239,6 +255,45 @@ func brokenBackends() []struct {
 		b      func() *broken
 		checks []string
 	}{
+		{
+			name: "list ignores the prefix",
+			b: func() *broken {
+				return &broken{list: func(b *broken, ctx context.Context, _ string) ([]driver.KeyInfo, error) {
+					return b.Backend.List(ctx, "")
+				}}
+			},
+			checks: []string{"ListHeldKeys"},
+		},
+		{
+			name: "list out of order",
+			b: func() *broken {
+				return &broken{list: func(b *broken, ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
+					list, err := b.Backend.List(ctx, prefix)
+					slices.Reverse(list)
+					return list, err
+				}}
+			},
+			checks: []string{"ListHeldKeys"},
+		},
+		{
+			name: "break ends nothing",
+			b: func() *broken {
+				return &broken{brk: func(b *broken, ctx context.Context, key string) (driver.Info, error) {
+					return b.Backend.Inspect(ctx, key)
+				}}
+			},
+			checks: []string{"BreakFreesTheLock", "BreakEveryHolding"},
+		},
+		{
+			name: "break does not say what it ended",
+			b: func() *broken {
+				return &broken{brk: func(b *broken, ctx context.Context, key string) (driver.Info, error) {
+					_, err := b.Backend.Break(ctx, key)
+					return driver.Info{}, err
+				}}
+			},
+			checks: []string{"BreakFreesTheLock", "BreakEveryHolding"},
+		},
 		{
 			name: "no mutual exclusion",
 			b: func() *broken {

@@ -156,6 +156,22 @@ type Backend interface {
 	// error. Owners and Reentry identities are never shown.
 	Inspect(ctx context.Context, key string) (Info, error)
 
+	// List describes the held keys whose names begin with prefix (every
+	// held key when prefix is empty), as Inspect would, in key order. It
+	// is for operators: it may scan the whole store, and a key may change
+	// while the list is made.
+	List(ctx context.Context, prefix string) ([]KeyInfo, error)
+
+	// Break ends every holding of key, whoever holds it (the lock and its
+	// re-entrant holds, the readers, or the permits), and wakes the
+	// waiters. It is for operators, to free a lock whose holder is stuck
+	// but still renewing: the holders are not told, and their next Refresh
+	// or Release returns ErrNotHeld. The key's fencing counter is kept, so
+	// the next holding's token is still greater; places in line are kept.
+	// It returns the key as Inspect described it just before (Held false:
+	// nothing was held and nothing changed). Repeating it is harmless.
+	Break(ctx context.Context, key string) (Info, error)
+
 	// Close frees what the backend opened itself (subscriptions,
 	// sessions), not the clients it was given, nor held locks.
 	Close() error
@@ -168,6 +184,12 @@ type Watch interface {
 	C() <-chan struct{}
 	// Close ends the subscription; calling it again does nothing.
 	Close() error
+}
+
+// KeyInfo is one key of a [Backend.List].
+type KeyInfo struct {
+	Key string
+	Info
 }
 
 // Info describes a key as [Backend.Inspect] sees it.

@@ -25,9 +25,10 @@
 //     takes writes from lock holders over the network. [Handler] puts a
 //     Guard in front of an HTTP handler; clients send the token in the
 //     [Header] header ([SetHeader]).
-//   - [RedisSet] and [RedisGet]: a value in Redis stored together with its
-//     token and replaced by one Lua script only if the new token is not
-//     lower.
+//   - package [github.com/distlock-go/distlock/fence/redisfence]: a value
+//     in Redis stored together with its token and replaced by one Lua
+//     script only if the new token is not lower. It lives apart so that a
+//     program fencing other resources does not build a Redis client.
 //   - [CheckResult]: a row in an SQL database, updated with a conditional
 //     UPDATE (below).
 //
@@ -39,8 +40,8 @@
 // apart, send the holding's identifier beside the token, the lock's Holder
 // (a one-way hash of its owner token, safe to pass around), and use the
 // helpers that take it: [Guard.DoHolder] and [Guard.AdmitHolder],
-// [RedisSetHolder], [HolderHeader] (read by [Handler]), and a holder column
-// in SQL. A write with the token the resource accepted last, from a
+// redisfence.SetHolder, [HolderHeader] (read by [Handler]), and a holder
+// column in SQL. A write with the token the resource accepted last, from a
 // different holder, then fails with [ErrTokenReused] (which is also
 // [ErrStale]): the first holder to write keeps the resource. A write that
 // names no holder matches any.

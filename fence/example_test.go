@@ -144,7 +144,7 @@ func ExampleCheckResult() {
 
 func ExampleTokenFromRequest() {
 	// A service whose storage checks tokens itself (a fenced UPDATE,
-	// RedisSet) takes the token from the request and passes it on.
+	// redisfence.Set) takes the token from the request and passes it on.
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, err := fence.TokenFromRequest(r)
 		if err != nil {

@@ -19,10 +19,17 @@ var ErrStale = errors.New("fence: stale fencing token")
 // is current and keeps the one it saw first.
 var ErrTokenReused = errors.New("fence: fencing token reused by another holder")
 
-func reusedError(token uint64, first, second string) error {
-	return fmt.Errorf("%w: %w: token %d was accepted from holder %s, not %s", ErrStale, ErrTokenReused, token, first, second)
+// NewStaleError returns an error wrapping [ErrStale] that names the refused
+// token and the highest accepted one, for a resource that checks tokens
+// itself (as [Guard] and package redisfence do) and reports refusals as the
+// helpers of this package do.
+func NewStaleError(token, highest uint64) error {
+	return fmt.Errorf("%w: token %d is lower than %d, the highest accepted", ErrStale, token, highest)
 }
 
-func staleError(token, highest uint64) error {
-	return fmt.Errorf("%w: token %d is lower than %d, the highest accepted", ErrStale, token, highest)
+// NewTokenReusedError returns an error wrapping [ErrStale] and
+// [ErrTokenReused] for a resource that accepted token from the holder
+// accepted and refuses it from the holder refused.
+func NewTokenReusedError(token uint64, accepted, refused string) error {
+	return fmt.Errorf("%w: %w: token %d was accepted from holder %s, not %s", ErrStale, ErrTokenReused, token, accepted, refused)
 }

@@ -88,10 +88,10 @@ func (g *Guard) DoHolder(resource string, token uint64, holder string, write fun
 	defer e.mu.Unlock()
 	switch {
 	case e.seen && token < e.highest:
-		return staleError(token, e.highest)
+		return NewStaleError(token, e.highest)
 	case e.seen && token == e.highest:
 		if holder != "" && e.holder != "" && holder != e.holder {
-			return reusedError(token, e.holder, holder)
+			return NewTokenReusedError(token, e.holder, holder)
 		}
 		if e.holder == "" {
 			e.holder = holder

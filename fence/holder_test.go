@@ -12,72 +12,22 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/distlock-go/distlock/fence"
+	"github.com/distlock-go/distlock/fence/internal/holdertest"
 )
 
-// holderStep is one write of a holder test: its token, its holder ("": none)
-// and the expected outcome.
-type holderStep struct {
-	token  uint64
-	holder string
-	want   error // nil, fence.ErrStale or fence.ErrTokenReused
-}
-
-// holderSteps are the cases every fence helper must agree on. Equal tokens
-// from different holders are what a store that lost its data produces.
-var holderSteps = map[string][]holderStep{
-	"same holder again":         {{5, "a", nil}, {5, "a", nil}, {6, "b", nil}},
-	"second holder, same token": {{5, "a", nil}, {5, "b", fence.ErrTokenReused}, {5, "a", nil}},
-	"lower token":               {{5, "a", nil}, {4, "b", fence.ErrStale}, {4, "a", fence.ErrStale}},
-	"higher token, new holder":  {{5, "a", nil}, {6, "b", nil}, {6, "a", fence.ErrTokenReused}},
-	"no holder matches any":     {{5, "", nil}, {5, "a", nil}, {5, "", nil}, {5, "b", fence.ErrTokenReused}},
-	"holderless then named":     {{5, "a", nil}, {5, "", nil}, {5, "b", fence.ErrTokenReused}},
-}
-
-func checkHolderStep(t *testing.T, i int, s holderStep, err error) {
-	t.Helper()
-	switch {
-	case s.want == nil && err != nil:
-		t.Fatalf("step %d (token %d, holder %q): %v; want accepted", i, s.token, s.holder, err)
-	case s.want != nil && !errors.Is(err, s.want):
-		t.Fatalf("step %d (token %d, holder %q): %v; want %v", i, s.token, s.holder, err, s.want)
-	case s.want != nil && !errors.Is(err, fence.ErrStale):
-		t.Fatalf("step %d: %v does not wrap ErrStale: callers that check only that would let it through", i, err)
-	}
-}
-
 func TestGuardHolder(t *testing.T) {
-	for name, steps := range holderSteps {
+	for name, steps := range holdertest.Cases {
 		t.Run(name, func(t *testing.T) {
 			var g fence.Guard
 			for i, s := range steps {
 				wrote := false
-				err := g.DoHolder("r", s.token, s.holder, func() error { wrote = true; return nil })
-				checkHolderStep(t, i, s, err)
-				if wrote != (s.want == nil) {
-					t.Fatalf("step %d: write called %v, want %v", i, wrote, s.want == nil)
+				err := g.DoHolder("r", s.Token, s.Holder, func() error { wrote = true; return nil })
+				holdertest.Check(t, i, s, err)
+				if wrote != (s.Want == nil) {
+					t.Fatalf("step %d: write called %v, want %v", i, wrote, s.Want == nil)
 				}
 			}
 		})
-	}
-}
-
-func TestRedisSetHolder(t *testing.T) {
-	rdb := newRedis(t)
-	ctx := context.Background()
-	for name, steps := range holderSteps {
-		key := "fenced:" + name
-		for i, s := range steps {
-			value := strings.Repeat("v", i+1)
-			err := fence.RedisSetHolder(ctx, rdb, key, value, s.token, s.holder)
-			checkHolderStep(t, i, s, err)
-			got, _, err := fence.RedisGet(ctx, rdb, key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (got == value) != (s.want == nil) {
-				t.Fatalf("%s, step %d: stored %q after a write of %q (want refused: %v)", name, i, got, value, s.want != nil)
-			}
-		}
 	}
 }
 
@@ -136,9 +86,9 @@ func TestSQLHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 cases:
-	for name, steps := range holderSteps {
+	for name, steps := range holdertest.Cases {
 		for _, s := range steps {
-			if s.holder == "" {
+			if s.Holder == "" {
 				continue cases
 			}
 		}
@@ -149,9 +99,9 @@ cases:
 			err := fence.CheckResult(db.ExecContext(ctx,
 				`UPDATE orders SET status = $1, fence_token = $2, fence_holder = $4
 				 WHERE id = $3 AND (fence_token < $2 OR (fence_token = $2 AND fence_holder = $4))`,
-				name, int64(s.token), 42, s.holder))
-			if s.want == nil && err != nil || s.want != nil && !errors.Is(err, fence.ErrStale) {
-				t.Fatalf("%s, step %d (token %d, holder %q): %v; want refused: %v", name, i, s.token, s.holder, err, s.want != nil)
+				name, int64(s.Token), 42, s.Holder))
+			if s.Want == nil && err != nil || s.Want != nil && !errors.Is(err, fence.ErrStale) {
+				t.Fatalf("%s, step %d (token %d, holder %q): %v; want refused: %v", name, i, s.Token, s.Holder, err, s.Want != nil)
 			}
 		}
 	}

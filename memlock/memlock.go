@@ -14,6 +14,8 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,6 +196,12 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 
 // Inspect implements driver.Backend.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	return b.examine(ctx, key, false)
+}
+
+// examine returns what Inspect reports about key and, if breaking, ends
+// every holding of key and wakes its waiters.
+func (b *Backend) examine(ctx context.Context, key string, breaking bool) (driver.Info, error) {
 	if err := b.start(ctx); err != nil {
 		return driver.Info{}, err
 	}
@@ -208,8 +216,39 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	s.prune(now)
 	if len(s.holds) > 0 {
 		info = s.info(now)
+		if breaking {
+			clear(s.holds)
+			s.wake = true
+		}
 	}
 	return info, nil
+}
+
+// List implements driver.Backend.
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
+	if err := b.start(ctx); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	now := time.Now()
+	var list []driver.KeyInfo
+	for key, s := range b.keys {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		s.prune(now)
+		if len(s.holds) > 0 {
+			list = append(list, driver.KeyInfo{Key: key, Info: s.info(now)})
+		}
+		b.settle(key, s, now)
+	}
+	slices.SortFunc(list, func(a, b driver.KeyInfo) int { return strings.Compare(a.Key, b.Key) })
+	return list, nil
+}
+
+// Break implements driver.Backend.
+func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
+	return b.examine(ctx, key, true)
 }
 
 // Expire ends every holding of key at once (the lock, its readers or its
@@ -217,15 +256,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 // their next renewal is refused. It exists for tests of code that must
 // survive losing a lock.
 func (b *Backend) Expire(key string) {
-	if b.lock() != nil {
-		return
-	}
-	defer b.mu.Unlock()
-	if s := b.keys[key]; s != nil && len(s.holds) > 0 {
-		clear(s.holds)
-		s.wake = true
-		b.settle(key, s, time.Now())
-	}
+	_, _ = b.Break(context.Background(), key)
 }
 
 // Close implements driver.Backend. A Backend holds nothing to free.

@@ -2,6 +2,8 @@ package redislock_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,33 +84,41 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
-// BenchmarkHandoff: 8 workers, each with its own client, pass one lock
-// around. ns/op is the time per acquisition; handoff-µs is the mean time
-// from the start of a release to the next holder's acquisition, counted
-// when the next holder is another worker.
+// BenchmarkHandoff: 8 workers, each with its own client (or, "1client",
+// goroutines sharing one), pass one lock around. ns/op is the time per
+// acquisition; handoff-µs is the mean time from the start of a release to
+// the next holder's acquisition, counted when the next holder is another
+// worker; cmds/op is the server's command count per acquisition.
 func BenchmarkHandoff(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
 		workers int
+		shared  bool
 		opts    []distlock.Option
 	}{
-		{"8workers", 8, nil},
-		{"8workers-fair", 8, []distlock.Option{distlock.WithFairness()}},
-		{"2workers-fair", 2, []distlock.Option{distlock.WithFairness()}},
+		{"8workers", 8, false, nil},
+		{"8workers-1client", 8, true, nil},
+		{"8workers-fair", 8, false, []distlock.Option{distlock.WithFairness()}},
+		{"2workers-fair", 2, false, []distlock.Option{distlock.WithFairness()}},
 	} {
-		b.Run(tc.name, func(b *testing.B) { benchHandoff(b, tc.workers, tc.opts...) })
+		b.Run(tc.name, func(b *testing.B) { benchHandoff(b, tc.workers, tc.shared, tc.opts...) })
 	}
 }
 
-func benchHandoff(b *testing.B, workers int, opts ...distlock.Option) {
+func benchHandoff(b *testing.B, workers int, shared bool, opts ...distlock.Option) {
 	srv := testserver.StartRedis(b)
 	mutexes := make([]*distlock.Mutex, workers)
+	var c *distlock.Client
 	for i := range mutexes {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		backend := redislock.New(rdb)
-		b.Cleanup(func() { backend.Close(); rdb.Close() })
-		mutexes[i] = distlock.New(backend, append(opts, distlock.WithTTL(10*time.Second))...).Mutex("handoff")
+		if c == nil || !shared {
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			backend := redislock.New(rdb)
+			b.Cleanup(func() { backend.Close(); rdb.Close() })
+			c = distlock.New(backend, append(opts, distlock.WithTTL(10*time.Second))...)
+		}
+		mutexes[i] = c.Mutex("handoff")
 	}
+	cmds0 := serverCommands(b, srv.Addr())
 	var (
 		base     = time.Now()
 		released atomic.Int64 // ns since base when the last release started
@@ -151,4 +161,31 @@ func benchHandoff(b *testing.B, workers int, opts ...distlock.Option) {
 		b.ReportMetric(float64(total.Load())/float64(n)/1e3, "handoff-µs")
 		b.ReportMetric(float64(n)/float64(b.N), "handoffs/op")
 	}
+	b.ReportMetric(float64(serverCommands(b, srv.Addr())-cmds0)/float64(b.N), "cmds/op")
+}
+
+// serverCommands returns the number of commands the server at addr has
+// run, scripts' own commands included.
+func serverCommands(b *testing.B, addr string) int64 {
+	b.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		_, stats, ok := strings.Cut(line, ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(stats, ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += n
+	}
+	return total
 }

@@ -203,7 +203,8 @@ func TestSentinelFailoverToStaleReplica(t *testing.T) {
 	s.Failover(t)
 
 	next := distlock.New(newBackend(t, newRDB()), distlock.WithTTL(time.Minute)).Mutex(key)
-	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// A failover on a loaded machine can take a while to settle.
+	lctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	var l *distlock.Lock
 	for { // the client needs a moment to follow the new master
@@ -228,10 +229,19 @@ func TestSentinelFailoverToStaleReplica(t *testing.T) {
 func TestRefreshWaitsForReplicas(t *testing.T) {
 	master := testserver.StartRedis(t)
 	replica := testserver.StartReplica(t, master)
-	b := newBackend(t, newClient(t, master.Addr()), redislock.WithReplicas(1, 200*time.Millisecond))
+	b := newBackend(t, newClient(t, master.Addr()), redislock.WithReplicas(1, 500*time.Millisecond))
 	c := distlock.New(b, distlock.WithTTL(10*time.Second), distlock.WithoutAutoRefresh())
 	ctx := context.Background()
-	l, err := c.Mutex(t.Name()).TryLock(ctx)
+	// A replica that has just started may still be syncing: retry until
+	// it confirms (each failed attempt released its lock).
+	var l *distlock.Lock
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		l, err = c.Mutex(t.Name()).TryLock(ctx)
+		if !errors.Is(err, redislock.ErrNotReplicated) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,13 @@
 // until the ValidUntil the holder was given.
 //
 // It does not close the rest: Sentinel may promote a replica that did not
-// confirm (with more replicas than n, or one that fell behind since); a
+// confirm (with more replicas than n, or one that fell behind since). It
+// does so even in a failover asked for while the old master runs: the
+// promoted replica stops following the old master, which grants on, and
+// its other replicas, still following it, confirm those grants. Only n
+// equal to the number of replicas keeps such grants from counting (then
+// nothing is granted while a replica is missing); `distlock torture
+// --servers sentinel-one` shows the loss with one replica of two. A
 // replica that confirmed loses the write if it restarts without
 // persistence before the failover; and for the moment between the grant
 // and a failed WAIT, the lock is held on the master. Read-write locks and

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock/driver"
-	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
 )
@@ -32,7 +32,7 @@ func startCluster(t testing.TB) *testserver.Cluster {
 	return cl
 }
 
-func fenceKey(key string) string { return redisnode.KeysFor(redislock.DefaultPrefix, key).Fence }
+func fenceKey(key string) string { return redistest.Keys(redislock.DefaultPrefix, key).Fence }
 
 // warnings joins the warnings of info, one per line.
 func warnings(info driver.Info) string { return strings.Join(info.Warnings, "\n") }

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
 )
@@ -76,7 +77,7 @@ func TestLostReleaseReply(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Only a release names the release channel.
-				dropped := proxy.DropReply(redisnode.KeysFor(redislock.DefaultPrefix, key).Channel)
+				dropped := proxy.DropReply(redistest.Keys(redislock.DefaultPrefix, key).Channel)
 				if err := l.Unlock(ctx); err != nil {
 					t.Errorf("Unlock whose reply was lost: %v; want nil (it released)", err)
 				}

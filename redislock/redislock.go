@@ -25,18 +25,19 @@ var ErrNotReplicated = errors.New("redislock: lock not confirmed by enough repli
 // server, a Sentinel-managed master, or a Cluster. It is safe for
 // concurrent use. Use it through distlock.New.
 type Backend struct {
-	rdb      redis.UniversalClient
-	prefix   string
-	replicas int
-	waitFor  time.Duration
-	drift    func(time.Duration) time.Duration
-	notify   *redisnode.Notifier
-	keys     *redisnode.KeyCache
-	ownsRDB  bool
-	maxTTL   time.Duration // the restart guard's (see guard.go)
-	guardOff bool
-	clockOff bool
-	risks    redisnode.RiskCache
+	rdb       redis.UniversalClient
+	prefix    string
+	replicas  int
+	waitFor   time.Duration
+	drift     func(time.Duration) time.Duration
+	notify    *redisnode.Notifier
+	keys      *redisnode.KeyCache
+	ownsRDB   bool
+	maxTTL    time.Duration // the restart guard's (see guard.go)
+	guardOff  bool
+	clockOff  bool
+	risks     redisnode.RiskCache
+	givebacks givebacks // see giveback.go
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -172,6 +173,11 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 		}
 		node = m
 	}
+	if req.Reentry == "" {
+		if err := b.settle(ctx, k, req.Key, req.Owner); err != nil {
+			return 0, 0, err
+		}
+	}
 	run := func() (*redis.Cmd, *redis.IntCmd, error) {
 		pipe := node.Pipeline()
 		var acq *redis.Cmd
@@ -207,10 +213,15 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 		return token, 0, nil
 	}
 	// Too few replicas have it: give it back rather than hold a lock a
-	// failover could forget.
+	// failover could forget. A re-entrant hold is given back by its owner
+	// (its lease has no token of its own); see giveback.go for the rest.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.waitFor+time.Second)
 	defer cancel()
-	_, _ = redisnode.Release(rctx, b.rdb, k, req.Owner)
+	if req.Reentry != "" {
+		_, _ = redisnode.Release(rctx, b.rdb, k, req.Owner)
+	} else {
+		_ = b.giveBack(rctx, k, req.Key, req.Owner, token)
+	}
 	if werr != nil {
 		return 0, 0, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}
@@ -225,6 +236,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 		return err
 	}
 	k := b.keys.Get(l.Key)
+	b.givebacks.forget(l.Key, l.Owner)
 	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, redisnode.Release)
 	ok, err := release(ctx, b.rdb, k, l.Owner)
 	if err == nil && !ok && l.Kind == driver.Exclusive {

@@ -39,7 +39,7 @@ func newBackend(t testing.TB, rdb redis.UniversalClient, opts ...redislock.Optio
 	return b
 }
 
-func lockKey(key string) string { return redisnode.KeysFor(redislock.DefaultPrefix, key).Lock }
+func lockKey(key string) string { return redistest.Keys(redislock.DefaultPrefix, key).Lock }
 
 func harness(newRDB func(t testing.TB) redis.UniversalClient, ttl time.Duration) distlocktest.Harness {
 	return distlocktest.Harness{
@@ -47,13 +47,7 @@ func harness(newRDB func(t testing.TB) redis.UniversalClient, ttl time.Duration)
 			return newBackend(t, newRDB(t))
 		},
 		Expire: func(t testing.TB, key string) {
-			k := redisnode.KeysFor(redislock.DefaultPrefix, key)
-			rdb := newRDB(t)
-			for _, held := range []string{k.Lock, k.Readers, k.RTokens, k.Permits, k.Tokens} {
-				if err := rdb.Del(context.Background(), held).Err(); err != nil {
-					t.Fatalf("DEL: %v", err)
-				}
-			}
+			redistest.Expire(t, redislock.DefaultPrefix, key, newRDB(t))
 		},
 		TTL: ttl,
 	}
@@ -188,7 +182,7 @@ func TestAmbiguousReplyResolved(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("Lock took %v; the lost reply was not resolved by the retry", d)
 	}
-	k := redisnode.KeysFor(redislock.DefaultPrefix, t.Name())
+	k := redistest.Keys(redislock.DefaultPrefix, t.Name())
 	st, err := redisnode.Inspect(ctx, newClient(t, srv.Addr()), k)
 	if err != nil || st.Token != l.Token() {
 		t.Errorf("server state %+v, %v; want the handle's token %d", st, err, l.Token())
@@ -454,26 +448,21 @@ func TestOpenURL(t *testing.T) {
 	defer l.Unlock(ctx)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 3})
 	defer rdb.Close()
-	if n, _ := rdb.Exists(ctx, redisnode.KeysFor("app:", "job").Lock).Result(); n != 1 {
+	if n, _ := rdb.Exists(ctx, redistest.Keys("app:", "job").Lock).Result(); n != 1 {
 		t.Errorf("lock not under the URL's prefix in db 3")
 	}
-	for _, bad := range []string{
-		"redis://",
-		"redis://host:notaport",
+	redistest.RejectsBadURLs(t, "redis",
 		"redis+sentinel://h:1",
 		"redis+sentinel://h:1/m/x",
 		"redis+sentinel://h/m",
 		"redis+cluster://h:1/0",
 		"redis+cluster://h:99999",
-		"redis://h:1?nosuch=1",
-	} {
-		if c, err := distlock.Open(ctx, bad); !errors.Is(err, distlock.ErrInvalidURL) {
-			if c != nil {
-				c.Close()
-			}
-			t.Errorf("Open(%q) = %v; want ErrInvalidURL", bad, err)
-		}
-	}
+		"redis://h:99999",
+		"redis://h:0",
+		"redis://h:1?prefix=a&prefix=b",
+		"redis://h:1?max_ttl=1m&max_ttl=2m",
+		"redis+sentinel://h:1/m?prefix=a&prefix=b",
+	)
 }
 
 // TestWaitersShareOneSubscription: many waiting goroutines of one client

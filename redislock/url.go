@@ -15,13 +15,14 @@ import (
 
 // URL schemes registered with distlock.Open:
 //
-//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&dial_timeout=...]
+//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&replicas=N&replicas_timeout=D&dial_timeout=...]
 //	rediss://...                                     (TLS)
-//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off]
-//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off]
+//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&replicas=N&replicas_timeout=D]
+//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&replicas=N&replicas_timeout=D]
 //
 // max_ttl is a Go duration ("90s"), see [WithMaxTTL]; restart_guard=off is
-// [WithoutRestartGuard]. Query options other than these and prefix are
+// [WithoutRestartGuard]; clock_tokens=off is [WithoutClockTokens]; replicas
+// and replicas_timeout (default 100ms) are [WithReplicas]. Query options other than these and prefix are
 // go-redis' own (see redis.ParseURL) for redis and rediss. Clients opened from a URL are set up as the package
 // documentation recommends (ContextTimeoutEnabled, DialerRetries 1 and,
 // unless the query sets max_retries, MaxRetries -1), and are closed with
@@ -49,6 +50,9 @@ var invalid = redisurl.Invalid
 
 // parseURL builds a client from u, and the options its query sets.
 func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
+	if err := redisurl.Once(u); err != nil {
+		return nil, nil, err
+	}
 	q := u.Query()
 	var opts []Option
 	if q.Has("prefix") {
@@ -69,12 +73,21 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 	case maxTTL > 0:
 		opts = append(opts, WithMaxTTL(maxTTL))
 	}
+	switch n, timeout, err := redisurl.Replicas(u, q); {
+	case err != nil:
+		return nil, nil, err
+	case n > 0:
+		opts = append(opts, WithReplicas(n, timeout))
+	}
 	if u.Host == "" {
 		return nil, nil, invalid(u, "no host")
 	}
 	user, pass := redisurl.Credentials(u)
 	switch strings.ToLower(u.Scheme) {
 	case "redis", "rediss":
+		if err := redisurl.Port(u); err != nil {
+			return nil, nil, err
+		}
 		v := *u
 		v.RawQuery = q.Encode()
 		opt, err := redis.ParseURL(v.String())

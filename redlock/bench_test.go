@@ -12,6 +12,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/redlock"
 )
 
@@ -84,7 +85,7 @@ func BenchmarkFloorSetNXDel(b *testing.B) {
 func BenchmarkFloorScripts(b *testing.B) {
 	cs := benchClients(b)
 	ctx := context.Background()
-	k := redisnode.KeysFor(redlock.DefaultPrefix, "floor")
+	k := redistest.Keys(redlock.DefaultPrefix, "floor")
 	errs := make([]error, len(cs))
 	each := func(op func(c redis.UniversalClient) error) error {
 		var wg sync.WaitGroup

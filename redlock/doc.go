@@ -46,7 +46,18 @@
 // connection broke) reports the release it made, from a receipt the first
 // request left, so a lost reply does not turn a release into a missed
 // quorum or a lost lease. Waiters subscribe on every master and wake when
-// any of them publishes a release.
+// any of them publishes a release, once per release: the message names the
+// released lease's token.
+//
+// Under contention, waiters woken together would split the vote: each asks
+// every node, the requests reach the nodes in different orders, and often
+// nobody wins a quorum. So an attempt that wins only a minority gives it
+// back without waking anybody and tries again after a short random pause,
+// and a waiter woken by a release first asks one node chosen by the key's
+// hash (the gate), and the others only if the gate grants it. The gate
+// orders the contenders but decides nothing: the lock is the quorum's, an
+// error at the gate falls back to asking every node, and so does a waiter
+// that heard no release for a while after the gate refused it.
 //
 // A request whose reply was lost may still run later. A late release of a
 // failed attempt could then delete a grant that the same owner's next

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -166,3 +167,32 @@ func (e *QuorumError) Unwrap() []error {
 
 // Is reports whether target is [ErrNoQuorum].
 func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+
+// quorumError describes rs, the replies of an operation that missed its
+// quorum.
+func (b *Backend) quorumError(op, key string, rs []reply) *QuorumError {
+	e := &QuorumError{Op: op, Key: key, Quorum: b.quorum, Nodes: make([]NodeResult, len(rs))}
+	for i, r := range rs {
+		nr := NodeResult{Addr: b.nodes[i].addr, Err: r.err}
+		if r.err == errPending {
+			if last := b.nodes[i].lastErr.Load(); last != nil {
+				nr.Err = fmt.Errorf("%w; its last error: %w", errPending, *last)
+			}
+		}
+		switch {
+		case r.err == errPending || r.err == errTooFew || r.err == errNotWaited || r.err == errNotGranting:
+			nr.Outcome = Skipped
+		case r.err != nil:
+			nr.Outcome = Failed
+		case r.ok:
+			nr.Outcome = Succeeded
+		default:
+			nr.Outcome = Refused
+		}
+		e.Nodes[i] = nr
+	}
+	if op == "watch" {
+		e.Quorum = 1
+	}
+	return e
+}

@@ -166,3 +166,27 @@ func (fo *fanout) silence() error {
 	}
 	return ErrNodeTimeout
 }
+
+// collect hands take the replies of the nodes in awaited as they come,
+// until take returns false (the outcome is decided), every awaited node has
+// replied, or the timeout passes; replies of other nodes (probes) are
+// skipped. It then lets the fan-out go and returns the awaited nodes whose
+// reply was not taken. Every operation reads its fan-out this way.
+func (fo *fanout) collect(awaited uint64, take func(r reply) (more bool)) (silent uint64) {
+	for awaited != 0 {
+		r, ok := fo.next()
+		if !ok {
+			break
+		}
+		bit := uint64(1) << r.node
+		if awaited&bit == 0 {
+			continue
+		}
+		awaited &^= bit
+		if !take(r) {
+			break
+		}
+	}
+	fo.done()
+	return awaited
+}

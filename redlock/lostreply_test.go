@@ -11,6 +11,7 @@ import (
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redlock"
 )
@@ -55,7 +56,7 @@ func TestLostReleaseReplies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			channel := redisnode.KeysFor(redlock.DefaultPrefix, key).Channel
+			channel := redistest.Keys(redlock.DefaultPrefix, key).Channel
 			dropped := []<-chan struct{}{proxies[0].DropReply(channel), proxies[1].DropReply(channel)}
 			if err := l.Unlock(ctx); err != nil {
 				t.Errorf("Unlock with two of three replies lost: %v; want nil (it released)", err)

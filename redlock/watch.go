@@ -16,7 +16,17 @@ const subscribeTimeout = 2 * time.Second
 // Watch implements driver.Backend. It subscribes to the key's release channel
 // on every master, over each node's shared pub/sub connection, and fires
 // when any of them fires: a release publishes on every node it reaches, so
-// one live subscription is enough to hear it.
+// one live subscription is enough to hear it. The messages name the
+// released lease's token, and the watch fires once per release, not once
+// per node that reports it: each wake-up is one attempt, and the attempts
+// of every waiter at once are what splits the vote. The one exception is
+// the key's gate node (see gate), whose report always wakes: a waiter woken
+// by another node's report asks the gate first, and may find the released
+// lease still there, because the releases run on every node at once. The
+// gate's own report comes after the lease is gone from it, so the waiter
+// that was refused too early tries again then, instead of at the end of
+// the lease. The quiet release of an attempt short of a quorum wakes
+// nobody.
 //
 // Watch returns once every node has confirmed or failed, or a node timeout
 // after the first confirmation: a slow node does not delay the waiter, and
@@ -27,7 +37,8 @@ func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error
 		return nil, err
 	}
 	ch := b.keys.Get(key).Channel
-	w := &watch{c: make(chan struct{}, 1), stop: make(chan struct{})}
+	w := &watch{c: make(chan struct{}, 1), stop: make(chan struct{}), ws: b.watchersOf(key), gate: b.gateNode(key)}
+	w.unwatch = func() { b.unwatch(w.ws) }
 	// Subscriptions outlive this call (see above), so their context is
 	// detached from ctx, ended by Close, and bounded.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
@@ -39,10 +50,10 @@ func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error
 	results := make(chan result, len(b.nodes))
 	for i := range b.nodes {
 		go func() {
-			sub, err := b.nodes[i].notify.Watch(sctx, ch)
+			sub, err := b.nodes[i].notify.WatchMessages(sctx, ch)
 			results <- result{i, err}
 			if err == nil {
-				w.forward(sub)
+				w.forward(sub, i)
 			}
 		}()
 	}
@@ -94,11 +105,46 @@ type watch struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	closed bool
+	heard  [4]string // the latest releases fired for, by token
+	next   int       // heard's oldest slot
+	gate   int       // the key's gate node, whose reports always fire
+
+	ws      *watchers // the backend's record of the key's waiters
+	unwatch func()
 }
 
-// forward passes sub's notifications on until the watch closes, then
-// closes sub. It runs on the goroutine that subscribed.
-func (w *watch) forward(sub *redisnode.Watch) {
+// news reports whether msg, reported by node, should wake the waiter: a
+// release the watch has not fired for yet, or any report of the gate node.
+// An empty message (a reconnect, or a release that names no token) always
+// wakes.
+func (w *watch) news(msg string, node int) bool {
+	if msg == "" {
+		w.ws.heardRelease()
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := false
+	for _, h := range w.heard {
+		if h == msg {
+			seen = true
+			break
+		}
+	}
+	if seen && node != w.gate {
+		return false
+	}
+	if !seen {
+		w.heard[w.next] = msg
+		w.next = (w.next + 1) % len(w.heard)
+	}
+	w.ws.heardRelease()
+	return true
+}
+
+// forward passes the notifications of node's subscription sub on until the
+// watch closes, then closes sub. It runs on the goroutine that subscribed.
+func (w *watch) forward(sub *redisnode.Watch, node int) {
 	defer sub.Close()
 	w.mu.Lock()
 	if w.closed {
@@ -110,7 +156,10 @@ func (w *watch) forward(sub *redisnode.Watch) {
 	defer w.wg.Done()
 	for {
 		select {
-		case <-sub.C():
+		case msg := <-sub.Messages():
+			if !w.news(msg, node) {
+				continue
+			}
 			select {
 			case w.c <- struct{}{}:
 			default: // a wake-up is already pending
@@ -133,6 +182,7 @@ func (w *watch) Close() error {
 		close(w.stop)
 		w.cancel()
 		w.wg.Wait()
+		w.unwatch()
 	})
 	return nil
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the comparative benchmarks (bench/cmd/lockbench) and regenerates
 # BENCHMARKS.md and bench/handoff.svg. The benchmark starts and stops its own
-# redis-server processes on free loopback ports; it needs redis-server on
-# PATH. Extra arguments go to lockbench, e.g. scripts/bench.sh -quick, or
+# servers (redis-server, PostgreSQL, MariaDB, ZooKeeper, etcd) on free
+# loopback ports: make bench installs them first. Extra arguments go to lockbench, e.g. scripts/bench.sh -quick, or
 # scripts/bench.sh -reps 3 -duration 2s.
 set -euo pipefail
 
@@ -19,4 +19,42 @@ fi
 
 cd "$root/bench"
 # Raw figures of every repetition go to bench/results/ (not committed).
-exec go run ./cmd/lockbench -out ../BENCHMARKS.md -json results/latest.json "$@"
+go run ./cmd/lockbench -out ../BENCHMARKS.md -json results/latest.json "$@"
+
+# Scenario F: etcdlock beside etcd's concurrency.Mutex on one 3-member
+# cluster. etcdlock is a module of its own (gRPC stays out of the others),
+# so its comparison is its own go test benchmark, appended to the report
+# with the median of each figure over the runs. BENCH_ETCD=0 skips it.
+[ "${BENCH_ETCD:-1}" = 1 ] || exit 0
+count="${BENCH_ETCD_COUNT:-5}"
+echo "bench: F, etcdlock beside concurrency.Mutex ($count runs of each benchmark)" >&2
+raw="$(cd "$root/etcdlock" && DISTLOCK_REQUIRE_SERVERS=1 go test -run '^$' \
+  -bench 'UncontendedPaired|Handoff' -benchtime 2s -count "$count" .)"
+{
+  echo
+  echo "## F. etcd: etcdlock beside concurrency.Mutex"
+  echo
+  echo "etcdlock's own benchmarks (\`go test -run '^\$' -bench 'UncontendedPaired|Handoff' -benchtime 2s -count $count\` in"
+  echo "\`etcdlock/\`), on a 3-member etcd cluster the test starts: medians over $count runs. *UncontendedPaired*"
+  echo "alternates one etcdlock acquire+release with one of \`concurrency.Mutex\` on the same client, so both see the"
+  echo "same load; *ratio* is etcdlock's time over the mutex's. *Handoff* passes one lock back and forth between"
+  echo "two clients that both want it (etcdlock in fair mode, each waiter watching its predecessor, as"
+  echo "\`concurrency.Mutex\` does); ns/op is per acquisition."
+  echo
+  echo "| Benchmark | figure | median |"
+  echo "|---|---|---:|"
+  echo "$raw" | awk '
+    /^Benchmark/ {
+      name = $1; sub(/-[0-9]+$/, "", name)
+      for (i = 3; i + 1 <= NF; i += 2) { k = name SUBSEP $(i+1); v[k] = v[k] " " $i; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+    }
+    END {
+      for (j = 1; j <= n; j++) {
+        split(order[j], kp, SUBSEP); m = split(v[order[j]], xs, " ")
+        for (a = 1; a <= m; a++) for (b = a + 1; b <= m; b++) if (xs[b] + 0 < xs[a] + 0) { t = xs[a]; xs[a] = xs[b]; xs[b] = t }
+        med = (m % 2) ? xs[(m + 1) / 2] : (xs[m / 2] + xs[m / 2 + 1]) / 2
+        printf "| %s | %s | %s |\n", kp[1], kp[2], med
+      }
+    }'
+} >> "$root/BENCHMARKS.md"
+echo "bench: appended F to BENCHMARKS.md" >&2

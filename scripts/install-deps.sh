@@ -2,9 +2,12 @@
 # Installs what distlock needs and the machine lacks, then checks that every
 # tool is there and names each one that is still missing.
 #
-#   scripts/install-deps.sh demo   redis-server: make demo and make bench
-#   scripts/install-deps.sh test   also staticcheck, script, bash, and PostgreSQL
-#                                  and MariaDB servers (sqllock): make test
+#   scripts/install-deps.sh demo   redis-server: make demo
+#   scripts/install-deps.sh bench  also PostgreSQL, MariaDB and ZooKeeper with
+#                                  a Java runtime: make bench and make torture
+#   scripts/install-deps.sh test   also staticcheck, script, bash, PostgreSQL
+#                                  and MariaDB servers (sqllock), and ZooKeeper
+#                                  with a Java runtime (zklock): make test
 #                                  (the default)
 #
 # Server packages come from apt-get when run as root on Debian or Ubuntu;
@@ -12,7 +15,7 @@
 # `go install` (the Go module proxy). Safe to run again.
 set -euo pipefail
 
-usage() { echo "usage: $0 [demo|test]" >&2; exit 64; }
+usage() { echo "usage: $0 [demo|bench|test]" >&2; exit 64; }
 [ $# -le 1 ] || usage
 what="${1:-test}"
 
@@ -21,7 +24,8 @@ what="${1:-test}"
 # under script(1) and bash.
 case "$what" in
   demo) tools=(redis-server) ;;
-  test) tools=(redis-server script bash staticcheck initdb mariadbd) ;;
+  bench) tools=(redis-server initdb mariadbd java zookeeper) ;;
+  test) tools=(redis-server script bash staticcheck initdb mariadbd java zookeeper) ;;
   *) usage ;;
 esac
 package_of() {
@@ -31,6 +35,8 @@ package_of() {
     bash) echo bash ;;
     initdb) echo postgresql ;;
     mariadbd) echo mariadb-server ;;
+    java) echo default-jre-headless ;;
+    zookeeper) echo zookeeper ;;
   esac
 }
 
@@ -40,6 +46,13 @@ gobin() { echo "$(go env GOPATH)/bin"; }
 # have TOOL: where the tool is, or nothing. staticcheck also counts where
 # go install puts it: the Makefile looks there too.
 have() {
+  # ZooKeeper is a set of jars that the tests run with java (see
+  # internal/launch/zookeeper.go), not a command.
+  if [ "$1" = zookeeper ]; then
+    local jar="${DISTLOCK_ZOOKEEPER_JARS:-/usr/share/java}/zookeeper.jar"
+    [ -f "$jar" ] && echo "$jar"
+    return
+  fi
   if command -v "$1" 2>/dev/null; then
     return 0
   fi

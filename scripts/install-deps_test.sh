@@ -12,7 +12,7 @@ failures=0
 # setup TOOL...: a fresh bin directory holding the basics, the stand-ins,
 # and a dummy for each TOOL; GOPATH/bin starts empty.
 setup() {
-  rm -rf "$tmp/bin" "$tmp/gopath" "$tmp/log"
+  rm -rf "$tmp/bin" "$tmp/gopath" "$tmp/log" "$tmp/jars"
   mkdir -p "$tmp/bin" "$tmp/gopath/bin"
   : >"$tmp/log"
   for c in bash env dirname cat; do ln -s "$(command -v "$c")" "$tmp/bin/$c"; done
@@ -26,7 +26,13 @@ case "\$1" in
   install) [ -z "\${FAKE_GO_INSTALLS:-}" ] || { printf '#!/bin/sh\n' >"$tmp/gopath/bin/staticcheck"; $(command -v chmod) +x "$tmp/gopath/bin/staticcheck"; } ;;
 esac
 GO
-  for t in "$@"; do printf '#!/bin/sh\n' >"$tmp/bin/$t"; done
+  for t in "$@"; do
+    if [ "$t" = zookeeper ]; then # jars, not a command
+      mkdir -p "$tmp/jars" && : >"$tmp/jars/zookeeper.jar"
+    else
+      printf '#!/bin/sh\n' >"$tmp/bin/$t"
+    fi
+  done
   chmod +x "$tmp/bin"/*
 }
 
@@ -35,7 +41,7 @@ GO
 check() {
   local name="$1" want="$2" got=0
   shift 2
-  PATH="$tmp/bin" bash "$script" "$@" >"$tmp/out" 2>&1 || got=$?
+  PATH="$tmp/bin" DISTLOCK_ZOOKEEPER_JARS="$tmp/jars" bash "$script" "$@" >"$tmp/out" 2>&1 || got=$?
   if [ "$got" != "$want" ]; then
     fail "$name: exit status $got, want $want"
   fi
@@ -70,14 +76,14 @@ has out "missing: script is not on PATH; install it with: sudo apt-get install b
 has out "missing: staticcheck is not on PATH" || fail "test: missing staticcheck not named"
 ! has out "missing: redis-server" || fail "test: redis-server named missing though present"
 
-setup redis-server script initdb mariadbd
+setup redis-server script initdb mariadbd java zookeeper
 FAKE_GO_INSTALLS=1 check "test, staticcheck from go install" 0 test
 has out "staticcheck=$tmp/gopath/bin/staticcheck" || fail "test: staticcheck in GOPATH/bin not found"
 
 # The default is test.
-setup redis-server script staticcheck initdb mariadbd
+setup redis-server script staticcheck initdb mariadbd java zookeeper
 check "default is test, all there" 0
-has out "ok for test: redis-server=$tmp/bin/redis-server script=$tmp/bin/script bash=$tmp/bin/bash staticcheck=$tmp/bin/staticcheck initdb=$tmp/bin/initdb mariadbd=$tmp/bin/mariadbd" || fail "default: ok line"
+has out "ok for test: redis-server=$tmp/bin/redis-server script=$tmp/bin/script bash=$tmp/bin/bash staticcheck=$tmp/bin/staticcheck initdb=$tmp/bin/initdb mariadbd=$tmp/bin/mariadbd java=$tmp/bin/java zookeeper=$tmp/jars/zookeeper.jar" || fail "default: ok line"
 
 check "unknown argument" 64 lint
 has out "usage:" || fail "unknown argument: no usage"

@@ -45,12 +45,25 @@ const (
 //	last_owner  the owner that released last, so that a repeated release
 //	            reports success
 //
+// A second table, the same name followed by "_holds", keeps one row per
+// holder of the read-write locks and semaphores (see holdsSchema in the
+// source: name, owner, kind, token, expires_us, released_us, meta; primary
+// key (name, owner)). The DDL is two statements separated by ";\n".
+//
 // It returns an error for an unknown dialect or a table name that is not
-// one or two (schema-qualified) SQL identifiers.
+// one or two (schema-qualified) SQL identifiers of at most 57 characters.
 func Schema(d Dialect, table string) (string, error) {
 	if err := checkTable(table); err != nil {
 		return "", err
 	}
+	lease := leaseSchema(d, table)
+	if lease == "" {
+		return "", fmt.Errorf("sqllock: unknown dialect %q", d)
+	}
+	return lease + ";\n" + holdsSchema(d, table), nil
+}
+
+func leaseSchema(d Dialect, table string) string {
 	switch d {
 	case Postgres:
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
@@ -63,7 +76,7 @@ func Schema(d Dialect, table string) (string, error) {
 	meta       TEXT NOT NULL DEFAULT '',
 	last_owner TEXT NOT NULL DEFAULT '',
 	reentry    TEXT NOT NULL DEFAULT ''
-)`, nil
+)`
 	case MySQL:
 		// VARBINARY: keys and owners compare byte for byte, whatever the
 		// server's default collation.
@@ -77,7 +90,7 @@ func Schema(d Dialect, table string) (string, error) {
 	meta       TEXT NOT NULL,
 	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
 	reentry    VARBINARY(64) NOT NULL DEFAULT ''
-) ENGINE=InnoDB`, nil
+) ENGINE=InnoDB`
 	case SQLite:
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name       TEXT PRIMARY KEY,
@@ -89,12 +102,12 @@ func Schema(d Dialect, table string) (string, error) {
 	meta       TEXT NOT NULL DEFAULT '',
 	last_owner TEXT NOT NULL DEFAULT '',
 	reentry    TEXT NOT NULL DEFAULT ''
-)`, nil
+)`
 	}
-	return "", fmt.Errorf("sqllock: unknown dialect %q", d)
+	return ""
 }
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$`)
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,56}(\.[A-Za-z_][A-Za-z0-9_]{0,56})?$`)
 
 // checkTable accepts identifier characters only: the name is spliced into
 // SQL, which has no placeholders for table names.
@@ -140,9 +153,11 @@ func nowUS(d Dialect) string {
 }
 
 // stmt is a query prepared for a dialect: written with PostgreSQL's
-// numbered placeholders $1..$9 and the words T (the table) and NOW (the
-// database clock), rewritten for MySQL to positional ? with the arguments
-// repeated in order.
+// numbered placeholders $1..$9 and the markers {now} (the database clock),
+// {table} (the lease table), {holds} (the holds table) and {channel} (the
+// notification channel), rewritten for MySQL to positional ? with the
+// arguments repeated in order. The markers cannot occur in a valid table
+// name, and the names go in last, so no rewrite touches them.
 type stmt struct {
 	query string
 	order []int // MySQL: the argument index of each ?
@@ -150,26 +165,28 @@ type stmt struct {
 
 var placeholder = regexp.MustCompile(`\$[1-9]`)
 
+// prepare rewrites query, the text of one statement, for d and table. A
+// prepared query is never prepared again: compose the texts first.
 func prepare(d Dialect, table, query string) stmt {
-	query = strings.NewReplacer(" T ", " "+table+" ", "NOW", nowUS(d)).Replace(query)
+	query = strings.ReplaceAll(query, "{now}", nowUS(d))
 	switch d { // the same functions under other names
 	case Postgres:
 		query = strings.ReplaceAll(query, "INSTR(", "strpos(")
 	case SQLite:
 		query = strings.ReplaceAll(query, "GREATEST(", "max(")
 	}
+	var s stmt
 	switch d {
 	case MySQL:
-		var s stmt
-		s.query = placeholder.ReplaceAllStringFunc(query, func(p string) string {
+		query = placeholder.ReplaceAllStringFunc(query, func(p string) string {
 			s.order = append(s.order, int(p[1]-'1'))
 			return "?"
 		})
-		return s
 	case SQLite:
-		return stmt{query: placeholder.ReplaceAllStringFunc(query, func(p string) string { return "?" + p[1:] })}
+		query = placeholder.ReplaceAllStringFunc(query, func(p string) string { return "?" + p[1:] })
 	}
-	return stmt{query: query}
+	s.query = strings.NewReplacer("{table}", table, "{holds}", holdsTable(table), "{channel}", channel(table)).Replace(query)
+	return s
 }
 
 // args orders args for s.

@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestConcurrentAttemptsOneWinner(t *testing.T) {
 		}
 		ctx := context.Background()
 		key := "contended"
+		var errs attemptErrors
 		var last uint64
 		for r := range rounds {
 			var (
@@ -48,8 +50,11 @@ func TestConcurrentAttemptsOneWinner(t *testing.T) {
 					<-start
 					for {
 						g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: 30 * time.Second})
-						if err != nil { // a busy SQLite file or a deadlock report: try again
-							continue
+						if err != nil {
+							if errs.add(t, err) {
+								continue
+							}
+							return
 						}
 						if g.Acquired {
 							mu.Lock()
@@ -62,6 +67,7 @@ func TestConcurrentAttemptsOneWinner(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
+			errs.check(t, "round "+strconv.Itoa(r))
 			if len(winners) != 1 {
 				t.Fatalf("round %d: %d of %d concurrent attempts granted (tokens %v); want exactly 1", r, len(winners), pools, tokens)
 			}
@@ -74,6 +80,41 @@ func TestConcurrentAttemptsOneWinner(t *testing.T) {
 			}
 		}
 	})
+}
+
+// attemptErrors counts the errors of concurrent attempts. The backend
+// retries a deadlock, a serialisation failure or a busy file once itself,
+// so an attempt should answer granted or refused: a few errors are
+// tolerated, reported all the same, and more end the test.
+type attemptErrors struct {
+	mu    sync.Mutex
+	n     int
+	first error
+}
+
+// maxAttemptErrors is the bound on errors in a test.
+const maxAttemptErrors = 3
+
+// add counts err and reports whether the attempt may be made again.
+func (e *attemptErrors) add(t *testing.T, err error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if e.first == nil {
+		e.first = err
+	}
+	t.Logf("attempt error %d: %v", e.n, err)
+	return e.n <= maxAttemptErrors
+}
+
+// check ends the test once the errors passed the bound.
+func (e *attemptErrors) check(t *testing.T, when string) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n > maxAttemptErrors {
+		t.Fatalf("%s: %d or more errors from concurrent attempts (at most %d tolerated); the first: %v", when, e.n, maxAttemptErrors, e.first)
+	}
 }
 
 // TestTokensSurviveRestart: tokens come from the table, so a database
@@ -180,4 +221,109 @@ func lock(t testing.TB, m *distlock.Mutex) *distlock.Lock {
 		t.Fatalf("Lock(%q): %v", m.Key(), err)
 	}
 	return l
+}
+
+// TestConcurrentPermitsNoOvergrant: many pools ask for the permits of one
+// semaphore at the same moment, round after round: exactly Limit are
+// granted each round, with distinct tokens.
+func TestConcurrentPermitsNoOvergrant(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, d database) {
+		const pools, rounds, limit = 12, 8, 3
+		backends := make([]*sqllock.Backend, pools)
+		for i := range backends {
+			backends[i] = d.backend(t)
+		}
+		ctx := context.Background()
+		key := "permits"
+		var errs attemptErrors
+		for r := range rounds {
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				granted []driver.Lease
+				tokens  = map[uint64]bool{}
+			)
+			start := make(chan struct{})
+			for i, b := range backends {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l := driver.Lease{Key: key, Owner: "permit-" + string(rune('a'+i)) + "-" + string(rune('a'+r)), Kind: driver.Permit}
+					<-start
+					for {
+						g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: 30 * time.Second, Limit: limit})
+						if err != nil {
+							if errs.add(t, err) {
+								continue
+							}
+							return
+						}
+						if g.Acquired {
+							mu.Lock()
+							granted = append(granted, l)
+							tokens[g.Token] = true
+							mu.Unlock()
+						}
+						return
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			errs.check(t, "round "+strconv.Itoa(r))
+			if len(granted) != limit || len(tokens) != limit {
+				t.Fatalf("round %d: %d of %d concurrent attempts granted a permit of %d (%d distinct tokens)", r, len(granted), pools, limit, len(tokens))
+			}
+			for _, l := range granted {
+				if err := backends[0].Release(ctx, l); err != nil {
+					t.Fatalf("round %d: Release: %v", r, err)
+				}
+			}
+		}
+	})
+}
+
+// TestConcurrentSharedAttempts: many pools take and release read locks,
+// write locks and permits of a few keys, and of new ones, all at once.
+// The transactions of different keys touch neighbouring rows of the holds
+// table, which InnoDB may report as a deadlock; the backend retries such
+// an attempt, so callers see grants and refusals, not errors.
+func TestConcurrentSharedAttempts(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, d database) {
+		const pools, attempts = 16, 60
+		ctx := ctxFor(t, 2*time.Minute)
+		var (
+			wg   sync.WaitGroup
+			errs attemptErrors
+		)
+		for i := range pools {
+			b := d.backend(t)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range attempts {
+					key := "shared-" + strconv.Itoa((i+j)%4)
+					if j%3 == 0 {
+						key = "fresh-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+					}
+					l := driver.Lease{Key: key, Owner: "o-" + strconv.Itoa(i) + "-" + strconv.Itoa(j), Kind: []driver.Kind{driver.Read, driver.Write, driver.Permit}[j%3]}
+					g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute, Limit: 2})
+					if err != nil {
+						if !errs.add(t, err) {
+							return
+						}
+						continue
+					}
+					if g.Acquired {
+						if err := b.Release(ctx, l); err != nil {
+							t.Errorf("Release: %v", err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		errs.check(t, "after the attempts")
+	})
 }

@@ -2,6 +2,8 @@ package sqllock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,10 +31,30 @@ type Listener interface {
 // (Capabilities.Notify) instead of polling: Release sends pg_notify in its
 // statement, and l receives them on one connection for the backend, opened
 // by the first Watch and closed by Close. New rejects it on other dialects.
+// The channel is "distlock_" and the table's name in lower case, its dot
+// an underscore (distlock_distlock_leases by default), or "distlock_" and
+// 32 hex digits of its SHA-256 where that would exceed PostgreSQL's 63
+// bytes.
 func WithListener(l Listener) Option { return func(b *Backend) { b.listener = l } }
 
-// channel is the notification channel of the lease table.
-func channel(table string) string { return "distlock_" + strings.ReplaceAll(table, ".", "_") }
+// maxChannel is PostgreSQL's limit on identifiers, channel names
+// included: NAMEDATALEN-1 bytes.
+const maxChannel = 63
+
+// channel is the notification channel of the lease table, the same for
+// the sender (pg_notify) and the listener: "distlock_" and the table's
+// name in lower case, its dot made an underscore, or, when that is longer
+// than PostgreSQL takes, "distlock_" and 32 hex digits of the SHA-256 of
+// the name in lower case. Lower case, since PostgreSQL folds unquoted
+// names: "Locks" and "locks" are one table, and share one channel.
+func channel(table string) string {
+	table = strings.ToLower(table)
+	if c := "distlock_" + strings.ReplaceAll(table, ".", "_"); len(c) <= maxChannel {
+		return c
+	}
+	sum := sha256.Sum256([]byte(table))
+	return "distlock_" + hex.EncodeToString(sum[:16])
+}
 
 // hub dispatches the listener's notifications to the watches of keys.
 type hub struct {
@@ -95,7 +117,10 @@ func (h *hub) onNotice(key string) {
 // is confirmed. Otherwise waiters poll, and it returns an error wrapping
 // errors.ErrUnsupported.
 func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error) {
-	if b == nil || b.listener == nil {
+	if err := b.valid(); err != nil {
+		return nil, err
+	}
+	if b.listener == nil {
 		return nil, fmt.Errorf("sqllock: watching releases (PostgreSQL with WithListener only): %w", errors.ErrUnsupported)
 	}
 	if err := b.start(ctx); err != nil {

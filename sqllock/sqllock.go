@@ -15,12 +15,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
 // Backend is a lock store in one table of an SQL database. Its methods may
 // be called concurrently. It uses the *sql.DB it was given (its driver,
-// its pool) and never closes it, unless it was opened from a URL.
+// its pool) and never closes it, unless it was opened from a URL. The
+// methods of a nil *Backend, or of one not made by [New], return an error
+// wrapping distlock.ErrInvalidBackend (Capabilities: none).
 type Backend struct {
 	db      *sql.DB
 	dialect Dialect
@@ -32,10 +35,15 @@ type Backend struct {
 	listener Listener // nil: waiters poll
 	hub      hub
 
-	mu    sync.Mutex
-	ready bool // the table was created (or is not ours to create)
+	conns     *connMode // connection-scoped mode; nil: the lease table alone
+	lossCheck time.Duration
+
+	mu       sync.Mutex
+	ready    bool          // the table was created (or is not ours to create)
+	creating chan struct{} // closed when the running attempt to create it ends; nil: none runs
 
 	acquire, release, released, refresh, holding, inspect, refused stmt
+	holds                                                          holdStmts
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -44,7 +52,8 @@ var _ driver.Backend = (*Backend)(nil)
 type Option func(*Backend)
 
 // WithTable sets the lease table's name (default [DefaultTable]): one or
-// two dot-separated SQL identifiers. New rejects anything else.
+// two dot-separated SQL identifiers of at most 57 characters each (the
+// holds table adds "_holds"). New rejects anything else.
 func WithTable(name string) Option { return func(b *Backend) { b.table = name } }
 
 // WithDialect sets the dialect instead of detecting it from the driver.
@@ -71,7 +80,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, errors.New("sqllock: nil *sql.DB")
 	}
-	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true}
+	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck}
 	for _, o := range opts {
 		o(b)
 	}
@@ -91,8 +100,18 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if b.listener != nil && b.dialect != Postgres {
 		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
 	}
+	if b.conns != nil && b.dialect == SQLite {
+		return nil, errors.New("sqllock: WithConnectionScope: SQLite has no connection-scoped locks")
+	}
+	if b.lossCheck <= 0 {
+		return nil, fmt.Errorf("sqllock: WithLossCheck(%v): want a positive interval", b.lossCheck)
+	}
 	b.ready = !b.schema
 	b.prepareStatements()
+	b.prepareHoldStatements()
+	if b.conns != nil {
+		b.prepareConnStatements()
+	}
 	return b, nil
 }
 
@@ -109,20 +128,20 @@ func (b *Backend) prepareStatements() {
 	// conditions against the row as it was, under the row's lock, so
 	// concurrent attempts cannot both win.
 	const (
-		live = `(t.owners <> '' AND t.expires_us > NOW)`
+		live = `(t.owners <> '' AND t.expires_us > {now})`
 		mine = `INSTR(t.owners, $6) > 0`
 		join = `($5 <> '' AND t.reentry = $5)`
 	)
-	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(`INSERT INTO T AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, 1, 1, NOW + $3, NOW, $4, $5)
+	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $6, 1, 1, {now} + $3, {now}, $4, $5)
 	ON CONFLICT (name) DO UPDATE SET
 		token = CASE WHEN LIVE THEN t.token ELSE t.token + 1 END,
-		since_us = CASE WHEN LIVE THEN t.since_us ELSE NOW END,
+		since_us = CASE WHEN LIVE THEN t.since_us ELSE {now} END,
 		meta = CASE WHEN LIVE THEN t.meta ELSE $4 END,
 		reentry = CASE WHEN LIVE THEN t.reentry ELSE $5 END,
 		owners = CASE WHEN NOT LIVE THEN $6 WHEN MINE THEN t.owners ELSE t.owners || $2 || ',' END,
 		holds = CASE WHEN NOT LIVE THEN 1 WHEN MINE THEN t.holds ELSE t.holds + 1 END,
-		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, NOW + $3) ELSE NOW + $3 END
+		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, {now} + $3) ELSE {now} + $3 END
 	WHERE NOT LIVE OR MINE OR JOIN
 	RETURNING t.token`)
 	switch b.dialect {
@@ -132,7 +151,7 @@ func (b *Backend) prepareStatements() {
 		b.acquire = p(`WITH up AS (` + upsert + `)
 SELECT true, token, 0::BIGINT FROM up
 UNION ALL
-SELECT false, 0::BIGINT, expires_us - NOW FROM T WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
+SELECT false, 0::BIGINT, expires_us - {now} FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
 	case MySQL:
 		// One round trip when granted: MySQL has no RETURNING, so the
 		// token comes back as LAST_INSERT_ID(expr) in the OK packet (0:
@@ -143,79 +162,122 @@ SELECT false, 0::BIGINT, expires_us - NOW FROM T WHERE name = $1 AND NOT EXISTS 
 		// VALUES row is evaluated even when the key exists, so a refusal
 		// resets LAST_INSERT_ID to 0. Without a WHERE, a refusal
 		// assigns every column its old value.
-		b.acquire = p(strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > NOW)`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO T (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, LAST_INSERT_ID(1), 1, NOW + $3, NOW, $4, $5)
+		b.acquire = p(strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $6, LAST_INSERT_ID(1), 1, {now} + $3, {now}, $4, $5)
 	ON DUPLICATE KEY UPDATE
 		token = IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1)),
-		since_us = IF(LIVE, since_us, NOW),
+		since_us = IF(LIVE, since_us, {now}),
 		meta = IF(LIVE, meta, $4),
 		reentry = IF(LIVE, reentry, $5),
 		owners = IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6),
 		holds = LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1,
-		expires_us = IF(INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, NOW + $3), NOW + $3), expires_us)`))
+		expires_us = IF(INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`))
 	default:
 		// SQLite names the old row by the table's name, without an alias.
 		b.acquire = p(strings.NewReplacer(" AS t ", " ", "t.", "").Replace(upsert))
 	}
-	b.refused = p(`SELECT expires_us - NOW FROM T WHERE name = $1`)
+	b.refused = p(`SELECT expires_us - {now} FROM {table} WHERE name = $1`)
 	// The last hold leaves the row, with its token, marked free;
 	// last_owner remembers the release so that its repeat reports
 	// success. MySQL assigns left to right: owners, which the others read,
 	// is assigned last.
-	b.release = p(`UPDATE T SET last_owner = $2,
+	release := `UPDATE {table} SET last_owner = $2,
 		expires_us = CASE WHEN owners = $3 THEN 0 ELSE expires_us END,
 		holds = holds - 1,
 		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
-	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > NOW`)
+	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > {now}`
 	if b.dialect == Postgres {
 		// The notice of the key's release goes in the same statement,
 		// and out when it commits; a hold that leaves others sends none.
-		b.release = p(`WITH r AS (` + b.release.query + ` RETURNING owners)
-SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('` + channel(b.table) + `', $1)::TEXT END) FROM r`)
+		release = `WITH r AS (` + release + ` RETURNING owners)
+SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('{channel}', $1)::TEXT END) FROM r`
 	}
-	b.released = p(`SELECT 1 FROM T WHERE name = $1 AND last_owner = $2`)
+	b.release = p(release)
+	b.released = p(`SELECT 1 FROM {table} WHERE name = $1 AND last_owner = $2`)
 	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
-	b.refresh = p(`UPDATE T SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, NOW + $3) ELSE NOW + $3 END
-	WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > NOW`)
-	b.holding = p(`SELECT 1 FROM T WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > NOW`)
-	b.inspect = p(`SELECT owners <> '' AND expires_us > NOW, token, holds, expires_us - NOW, since_us, meta FROM T WHERE name = $1`)
+	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END
+	WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
+	b.holding = p(`SELECT 1 FROM {table} WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
+	b.inspect = p(`SELECT owners <> '' AND expires_us > {now}, token, holds, expires_us - {now}, since_us, meta FROM {table} WHERE name = $1`)
 }
 
-// Dialect returns the dialect b speaks.
-func (b *Backend) Dialect() Dialect { return b.dialect }
+// Dialect returns the dialect b speaks ("" for a nil *Backend).
+func (b *Backend) Dialect() Dialect {
+	if b == nil {
+		return ""
+	}
+	return b.dialect
+}
 
-// Table returns the lease table's name.
-func (b *Backend) Table() string { return b.table }
+// Table returns the lease table's name ("" for a nil *Backend).
+func (b *Backend) Table() string {
+	if b == nil {
+		return ""
+	}
+	return b.table
+}
 
 // Capabilities implements driver.Backend: exclusive and re-entrant locks,
-// on every dialect; Notify on PostgreSQL with [WithListener], else waiters
-// poll.
+// read-write locks and semaphores, on every dialect; Notify on PostgreSQL
+// with [WithListener], else waiters poll. Not Fair: see the package doc.
+// Connection-scoped locks ([WithConnectionScope]) are exclusive only.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Reentrant: true, Notify: b.listener != nil}
+	if b.valid() != nil {
+		return driver.Capabilities{}
+	}
+	table := b.conns == nil
+	return driver.Capabilities{Reentrant: table, ReadWrite: table, Semaphore: table, Notify: b.listener != nil}
 }
 
-// ensure creates the table on first use. A failure is returned and tried
-// again on the next call.
+// ensure creates the table on first use. One caller at a time runs the
+// DDL, with its own ctx; the others wait for it as long as their ctx
+// allows, and if it fails (its ctx ended, say), the next of them tries in
+// turn. A failure is returned and tried again on the next call.
 func (b *Backend) ensure(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ready {
-		return nil
-	}
-	ddl, _ := Schema(b.dialect, b.table) // checked by New
-	var err error
-	// PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when two sessions
-	// race to create the table; the second try sees it.
-	for range 3 {
-		if _, err = b.db.ExecContext(ctx, ddl); err == nil {
-			b.ready = true
+	for {
+		b.mu.Lock()
+		if b.ready {
+			b.mu.Unlock()
 			return nil
 		}
-		if ctx.Err() != nil {
-			break
+		running := b.creating
+		if running == nil {
+			done := make(chan struct{})
+			b.creating = done
+			b.mu.Unlock()
+			err := b.createTable(ctx)
+			b.mu.Lock()
+			b.ready, b.creating = err == nil, nil
+			b.mu.Unlock()
+			close(done)
+			return err
+		}
+		b.mu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return fmt.Errorf("sqllock: waiting for table %s to be created: %w", b.table, ctx.Err())
 		}
 	}
-	return fmt.Errorf("sqllock: creating table %s: %w", b.table, err)
+}
+
+// createTable runs the DDL.
+func (b *Backend) createTable(ctx context.Context) error {
+	ddl, _ := Schema(b.dialect, b.table) // checked by New
+	for _, stmt := range strings.Split(ddl, ";\n") {
+		var err error
+		// PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when two
+		// sessions race to create the table; the second try sees it.
+		for range 3 {
+			if _, err = b.db.ExecContext(ctx, stmt); err == nil || ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("sqllock: creating table %s: %w", b.table, err)
+		}
+	}
+	return nil
 }
 
 // checkLease rejects what the table cannot store.
@@ -226,8 +288,16 @@ func checkLease(l driver.Lease) error {
 	case l.Owner == "" || len(l.Owner) > maxOwnerBytes || !utf8.ValidString(l.Owner) || strings.ContainsAny(l.Owner, "\x00,"):
 		// The comma separates the owners of a lease's holds.
 		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8 without NUL or comma", len(l.Owner), maxOwnerBytes)
-	case l.Kind != driver.Exclusive:
+	case l.Kind > driver.Permit:
 		return fmt.Errorf("sqllock: lock kind %d: %w", l.Kind, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// checkKind rejects the kinds that connection-scoped locks do not offer.
+func (b *Backend) checkKind(l driver.Lease) error {
+	if b.conns != nil && l.Kind != driver.Exclusive {
+		return fmt.Errorf("sqllock: connection-scoped lock of kind %d: %w", l.Kind, errors.ErrUnsupported)
 	}
 	return nil
 }
@@ -237,15 +307,29 @@ func listed(owner string) string { return "," + owner + "," }
 
 func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
 
+// valid rejects a nil *Backend and one not made by New.
+func (b *Backend) valid() error {
+	switch {
+	case b == nil:
+		return fmt.Errorf("sqllock: nil *Backend: %w", distlock.ErrInvalidBackend)
+	case b.db == nil:
+		return fmt.Errorf("sqllock: zero Backend: use New: %w", distlock.ErrInvalidBackend)
+	}
+	return nil
+}
+
 func (b *Backend) start(ctx context.Context) error {
-	if b == nil || b.db == nil {
-		return errors.New("sqllock: nil or zero *Backend: use New")
+	if err := b.valid(); err != nil {
+		return err
 	}
 	return b.ensure(ctx)
 }
 
 // Acquire implements driver.Backend.
 func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := b.valid(); err != nil {
+		return driver.Grant{}, err
+	}
 	if err := checkLease(req.Lease); err != nil {
 		return driver.Grant{}, err
 	}
@@ -254,6 +338,15 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}
 	if req.Fair {
 		return driver.Grant{}, fmt.Errorf("sqllock: fair locks: %w", errors.ErrUnsupported)
+	}
+	if err := b.checkKind(req.Lease); err != nil {
+		return driver.Grant{}, err
+	}
+	if req.Kind == driver.Permit && req.Limit < 1 {
+		return driver.Grant{}, fmt.Errorf("sqllock: semaphore limit %d: want at least 1", req.Limit)
+	}
+	if req.Kind != driver.Exclusive && req.Reentry != "" {
+		return driver.Grant{}, fmt.Errorf("sqllock: re-entrant lock of kind %d: %w", req.Kind, errors.ErrUnsupported)
 	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
@@ -266,6 +359,12 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		}
 		meta = string(m)
 	}
+	if b.conns != nil {
+		return b.acquireConn(ctx, req, meta)
+	}
+	if req.Kind != driver.Exclusive {
+		return b.acquireShared(ctx, req, meta)
+	}
 	reentry := ""
 	if req.Reentry != "" {
 		// The table keeps a digest, not the identity, which is a secret.
@@ -273,36 +372,37 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		reentry = hex.EncodeToString(sum[:])
 	}
 	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
-	var (
+	type answer struct {
 		granted bool
 		token   int64
 		left    sql.NullInt64 // the holder's remaining lease, when refused
-	)
-	switch b.dialect {
-	case Postgres:
-		err := b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&granted, &token, &left)
-		if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
-			return driver.Grant{}, nil
-		}
-		if err != nil {
-			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
-		}
-	case MySQL:
-		res, err := b.db.ExecContext(ctx, b.acquire.query, args...)
-		if err != nil {
-			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
-		}
-		if token, err = res.LastInsertId(); err != nil {
-			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
-		}
-		granted = token > 0
-	default:
-		err := b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&token)
-		granted = err == nil
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
-		}
 	}
+	a, err := retryConflict(ctx, func() (a answer, err error) {
+		switch b.dialect {
+		case Postgres:
+			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.granted, &a.token, &a.left)
+			if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
+				return answer{}, nil
+			}
+		case MySQL:
+			var res sql.Result
+			if res, err = b.db.ExecContext(ctx, b.acquire.query, args...); err == nil {
+				a.token, err = res.LastInsertId()
+				a.granted = a.token > 0
+			}
+		default:
+			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.token)
+			a.granted = err == nil
+			if errors.Is(err, sql.ErrNoRows) {
+				err = nil
+			}
+		}
+		return a, err
+	})
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	granted, token, left := a.granted, a.token, a.left
 	if granted {
 		return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
 	}
@@ -327,6 +427,15 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	if err := b.start(ctx); err != nil {
 		return err
+	}
+	if err := b.checkKind(l); err != nil {
+		return err
+	}
+	if b.conns != nil {
+		return b.releaseConn(ctx, l)
+	}
+	if l.Kind != driver.Exclusive {
+		return b.releaseShared(ctx, l)
 	}
 	n, err := b.exec(ctx, b.release, l.Key, l.Owner, listed(l.Owner))
 	if err != nil {
@@ -373,7 +482,27 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	res, err := b.db.ExecContext(ctx, b.refresh.query, b.refresh.args(l.Key, listed(l.Owner), micros(ttl))...)
+	if err := b.checkKind(l); err != nil {
+		return 0, err
+	}
+	if l.Kind != driver.Exclusive {
+		return b.refreshShared(ctx, l, ttl)
+	}
+	if b.conns != nil {
+		cl := b.conns.lease(l)
+		if cl == nil {
+			return 0, driver.ErrNotHeld
+		}
+		return b.refreshConn(ctx, cl, ttl)
+	}
+	return b.extend(ctx, ttl, b.refresh, b.holding, l.Key, listed(l.Owner))
+}
+
+// extend runs the refresh statement st with args (name, owner) and ttl,
+// and reports the lease's validity, or driver.ErrNotHeld if st matched no
+// row. holding, with the same args, says whether the owner holds the key.
+func (b *Backend) extend(ctx context.Context, ttl time.Duration, st, holding stmt, key, owner string) (time.Duration, error) {
+	res, err := b.db.ExecContext(ctx, st.query, st.args(key, owner, micros(ttl))...)
 	if err != nil {
 		return 0, fmt.Errorf("sqllock: refresh: %w", err)
 	}
@@ -385,7 +514,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 		// MySQL counts changed rows, not matched ones: a hold whose
 		// refresh left a longer lease as it was changed nothing.
 		var one int
-		err := b.db.QueryRowContext(ctx, b.holding.query, b.holding.args(l.Key, listed(l.Owner))...).Scan(&one)
+		err := b.db.QueryRowContext(ctx, holding.query, holding.args(key, owner)...).Scan(&one)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("sqllock: refresh: %w", err)
 		}
@@ -415,12 +544,27 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	if err != nil {
 		return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
 	}
+	if b.conns != nil && held {
+		// The row says held; the native lock says whether its connection
+		// lives.
+		if held, err = b.nativeHeld(ctx, key); err != nil {
+			return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
+		}
+	}
 	info := driver.Info{Token: uint64(token)}
-	if !held {
+	if !held && b.conns == nil {
+		// A read-write lock or a semaphore keeps its holds apart.
+		if meta, err = b.inspectShared(ctx, key, &info); err != nil {
+			return driver.Info{}, err
+		}
+		since = -1
+	} else if held {
+		info.Held, info.Kind, info.Holds = true, driver.Exclusive, max(holds, 1)
+		info.TTL = time.Duration(left) * time.Microsecond
+	}
+	if !info.Held {
 		return info, nil
 	}
-	info.Held, info.Kind, info.Holds = true, driver.Exclusive, max(holds, 1)
-	info.TTL = time.Duration(left) * time.Microsecond
 	info.Meta = make(map[string]string)
 	if meta != "" {
 		var m map[string]string
@@ -429,17 +573,22 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 		}
 		maps.Copy(info.Meta, m)
 	}
-	info.Meta["since"] = strconv.FormatInt(since/1000, 10)
+	if since >= 0 {
+		info.Meta["since"] = strconv.FormatInt(since/1000, 10)
+	}
 	return info, nil
 }
 
 // Close implements driver.Backend. It closes the *sql.DB only with
 // [WithOwnedDB]; otherwise db stays open, as do the locks held in it.
 func (b *Backend) Close() error {
-	if b == nil || b.db == nil {
-		return errors.New("sqllock: nil or zero *Backend: use New")
+	if err := b.valid(); err != nil {
+		return err
 	}
 	b.closeListener()
+	if b.conns != nil {
+		b.conns.close()
+	}
 	if b.ownsDB {
 		return b.db.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,12 +72,14 @@ func (d database) backendOn(t testing.TB, db *sql.DB, opts ...sqllock.Option) *s
 // expire ends key's lease behind its holder's back.
 func (d database) expire(t testing.TB, db *sql.DB, key string) {
 	t.Helper()
-	q := "UPDATE " + sqllock.DefaultTable + " SET expires_us = 0 WHERE name = ?"
-	if d.driver == "pgx" {
-		q = "UPDATE " + sqllock.DefaultTable + " SET expires_us = 0 WHERE name = $1"
-	}
-	if _, err := db.ExecContext(context.Background(), q, key); err != nil {
-		t.Fatalf("expire %q: %v", key, err)
+	for _, table := range []string{sqllock.DefaultTable, sqllock.DefaultTable + "_holds"} {
+		q := "UPDATE " + table + " SET expires_us = 0 WHERE name = ?"
+		if d.driver == "pgx" {
+			q = "UPDATE " + table + " SET expires_us = 0 WHERE name = $1"
+		}
+		if _, err := db.ExecContext(context.Background(), q, key); err != nil {
+			t.Fatalf("expire %q: %v", key, err)
+		}
 	}
 }
 
@@ -113,6 +116,27 @@ func TestConformanceMariaDB(t *testing.T) {
 	distlocktest.Run(t, d.harness(t))
 }
 
+// TestConformanceSQLite runs the suite with its clients spread over three
+// processes sharing the database file: this one and two helpers (see
+// process_test.go), in turn.
 func TestConformanceSQLite(t *testing.T) {
-	distlocktest.Run(t, sqliteFile(t).harness(t))
+	d := sqliteFile(t)
+	h := d.harness(t)
+	// One writer at a time across three processes: a renewal may wait
+	// behind another process's write, so leases get more room.
+	h.TTL = time.Second
+	helpers := []*helperProcess{startHelper(t, d), startHelper(t, d)}
+	var mu sync.Mutex
+	n := 0
+	h.NewBackend = func(t testing.TB) driver.Backend {
+		mu.Lock()
+		i := n
+		n++
+		mu.Unlock()
+		if i%3 == 0 {
+			return d.backend(t)
+		}
+		return helpers[i%3-1].backend(t)
+	}
+	distlocktest.Run(t, h)
 }

@@ -23,6 +23,8 @@ const (
 	// callTimeout bounds each backend call that has no earlier deadline,
 	// such as an attempt of a wait that lasts forever.
 	callTimeout = 5 * time.Second
+	// listTimeout bounds a list, which may scan the whole store.
+	listTimeout = time.Minute
 	// cleanupTimeout bounds best-effort clean-ups: giving up an attempt
 	// whose outcome is unknown, closing the client.
 	cleanupTimeout = time.Second
@@ -225,6 +227,24 @@ func (b *backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 func (b *backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
 	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Info, error) {
 		return b.Backend.Inspect(ctx, key)
+	}, nil)
+}
+
+// List is bounded by listTimeout, not callTimeout: it may scan a large
+// store.
+func (b *backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
+	d := time.Now().Add(listTimeout)
+	if t, ok := ctx.Deadline(); ok && t.Before(d) {
+		d = t
+	}
+	return bounded(ctx, d, func(ctx context.Context) ([]driver.KeyInfo, error) {
+		return b.Backend.List(ctx, prefix)
+	}, nil)
+}
+
+func (b *backend) Break(ctx context.Context, key string) (driver.Info, error) {
+	return bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Info, error) {
+		return b.Backend.Break(ctx, key)
 	}, nil)
 }
 

@@ -72,6 +72,8 @@ func init() {
 	commands = []command{
 		{name: "run", summary: "run a command while holding a lock", run: (*cli).runCmd},
 		{name: "status", summary: "show whether locks are held, and by whom", run: (*cli).statusCmd},
+		{name: "list", summary: "list the held locks, or those under a prefix", run: (*cli).listCmd},
+		{name: "unlock", summary: "free a lock another process holds (--force)", run: (*cli).unlockCmd},
 		{name: "demo", summary: "show with separate processes what a lock prevents", run: (*cli).demoCmd},
 		{name: "torture", summary: "check a deployment's locks under injected faults", run: (*cli).tortureCmd},
 		{name: "help", summary: "show help for a command", run: (*cli).helpCmd},
@@ -137,6 +139,9 @@ func backendHelp() string {
   redis+sentinel://[user:pass@]h1:port,h2:port/master
   redis+cluster://h1:port,h2:port
   redlock://h1:port,h2:port,h3:port
+  zk://h1:2181,h2:2181,h3:2181[/root]       ZooKeeper ensemble
+  etcd://h1:2379,h2:2379,h3:2379            etcd cluster
+  postgres://user@host/db, mysql://user:pass@host:port/db, sqlite:///path/file.db
   mem://[name]                              in-process, for tests only
 Schemes in this build: %s
 `, urlEnv, strings.Join(schemes, ", "))
@@ -144,8 +149,8 @@ Schemes in this build: %s
 
 const exitHelp = `Exit status:
   0      success (run: CMD's own status is passed on; status: every KEY
-         is held)
-  1      status: a KEY is free
+         is held; unlock: the lock was held and is freed)
+  1      status: a KEY is free; unlock: KEY was not held
   64     usage error: bad flag or argument, malformed URL, unknown scheme
   69     backend unavailable, refusing the configuration (password,
          database, TLS), or unable to do what was asked

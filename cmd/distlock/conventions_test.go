@@ -131,10 +131,7 @@ func TestCompletion(t *testing.T) {
 	}
 
 	// bash: what the function offers for a few command lines.
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("bash not installed")
-	}
+	bash := requireTool(t, "bash", "bash")
 	for line, want := range map[string][]string{
 		"distlock ":                       {"run", "status", "completion", "--version"},
 		"distlock ru":                     {"run"},

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock-go/distlock/internal/launch"
 	"github.com/distlock-go/distlock/internal/testserver"
 )
 
@@ -105,7 +106,7 @@ func startTLSRedis(t *testing.T) string {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	port, err := launch.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestRunUnavailableWithinWait(t *testing.T) {
 	paused := testserver.StartRedis(t)
 	paused.Pause(t)
 	t.Cleanup(func() { paused.Resume(t) })
-	port, err := freePort() // nothing listens there
+	port, err := launch.FreePort() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}

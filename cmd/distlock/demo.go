@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/internal/launch"
 )
 
 // doctorCommand is the hidden subcommand that plays one doctor of the demo.
@@ -119,13 +120,13 @@ func (c *cli) demoCmd(ctx context.Context, args []string) int {
 	} else {
 		srv, err := startDemoRedis(ctx)
 		if err != nil {
-			if errors.Is(err, errNoRedisServer) {
+			if errors.Is(err, launch.ErrNoRedisServer) {
 				return c.fail(exitUnavailable, "demo", "redis-server not found in PATH: install it with scripts/install-deps.sh (or apt-get install redis-server), or give --url")
 			}
 			return c.fail(exitUnavailable, "demo", "starting redis-server: %v", err)
 		}
-		defer srv.stop()
-		o.url = srv.url()
+		defer srv.Close()
+		o.url = demoURL(srv)
 	}
 
 	work, err := os.MkdirTemp("", "distlock-demo-")

@@ -32,6 +32,11 @@
 //	redis+sentinel://[user:pass@]h1:port,h2:port/master   Redis behind Sentinel
 //	redis+cluster://h1:port,h2:port                  Redis Cluster
 //	redlock://h1:port,h2:port,h3:port                Redlock over independent masters
+//	zk://h1:2181,h2:2181,h3:2181[/root]              a ZooKeeper ensemble
+//	etcd://h1:2379,h2:2379,h3:2379                   an etcd cluster
+//	postgres://user@host/db                          a lock table in PostgreSQL
+//	mysql://user:pass@host:port/db                   a lock table in MySQL or MariaDB
+//	sqlite:///path/to/file.db                        a lock table in SQLite (one host)
 //	mem://[name]                                     in-process memory (useful in tests only)
 //
 // "distlock help" lists the schemes this binary was built with.
@@ -140,9 +145,10 @@
 // program, run again) take one lock over and over and write, under it, to a
 // fenced register that torture keeps; meanwhile it pauses (SIGSTOP) and
 // kills workers, cuts or blackholes their connections through proxies of
-// their own, and, with --servers (redis, redis-nopersist, redlock: servers
-// it starts itself), pauses, kills and restarts the servers, on a schedule
-// drawn from --seed. It then checks the history — tokens only increase and
+// their own, and, with --servers (redis, redis-nopersist, redlock,
+// sentinel, sentinel-one, sentinel-nowait, zk, etcd, postgres, mariadb: servers it starts itself), pauses, kills and
+// restarts the servers and, with Sentinel, makes it fail over, on a
+// schedule drawn from --seed. It then checks the history — tokens only increase and
 // are never granted twice, no lock is granted while another lease is valid,
 // Done closes by ValidUntil plus --slack, the lock is never left free while
 // a healthy worker waits, the register's history is linearizable — prints a

@@ -20,6 +20,7 @@ var urlSeeds = []string{
 	"redis+sentinel://a:1/m/x", "redis+cluster://a:7000,b:7001", "redis+cluster://a:7000/3",
 	"redis+cluster://", "redis+cluster://a,b", "redlock://a:1,b:2,c:3", "redlock://a:1?node_timeout=x",
 	"redlock://", "redlock://a:1,a:1/2?prefix=p",
+	"zk://a:2181,b:2181/locks?session_timeout=5s", "zk://a:1?colour=x", "zk://", "zk://a:1,,b:2",
 	"localhost:6379", "//user:secret@host:1", "zk://h", "%", "redis://%zz", "redis://h:99999/0",
 	"redis://h:1/0#frag", "\x00://", "redis://user:p%40ss@h:1/0",
 }
@@ -27,7 +28,7 @@ var urlSeeds = []string{
 // FuzzOpen feeds URLs to distlock.Open with every backend of this binary
 // registered, and to the command's own URL check. Neither may panic, and
 // the check must never reject a URL that Open accepts. The openers are
-// lazy, so no URL causes network traffic.
+// lazy, or bounded by the context (zk:// waits for a session).
 func FuzzOpen(f *testing.F) {
 	for _, s := range urlSeeds {
 		f.Add(s)

@@ -7,10 +7,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	// Backends register their URL schemes when imported.
+	_ "github.com/distlock-go/distlock/etcdlock"
 	_ "github.com/distlock-go/distlock/memlock"
 	_ "github.com/distlock-go/distlock/redislock"
 	_ "github.com/distlock-go/distlock/redlock"
 	_ "github.com/distlock-go/distlock/sqllock/sqlurl"
+	_ "github.com/distlock-go/distlock/zklock"
 )
 
 func main() {

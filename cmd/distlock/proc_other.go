@@ -23,8 +23,6 @@ func (*terminal) childChanged() <-chan os.Signal { return nil }
 func (*terminal) release()                       {}
 func (*terminal) followStop(*os.Process)         {}
 
-func prepareServer(*exec.Cmd) {}
-
 func signalChild(p *os.Process, sig os.Signal) {
 	if err := p.Signal(sig); err != nil {
 		_ = p.Kill()

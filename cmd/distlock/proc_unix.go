@@ -96,15 +96,6 @@ func (t *terminal) followStop(p *os.Process) {
 	_ = syscall.Kill(-p.Pid, syscall.SIGCONT)
 }
 
-// prepareServer sets up the demo's redis-server: in a group of its own, so
-// that a Ctrl-C reaches the demo, which then stops the server in order,
-// and killed if the demo dies.
-func prepareServer(cmd *exec.Cmd) {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	setDeathSignal(attr)
-	cmd.SysProcAttr = attr
-}
-
 // signalChild sends sig to CMD's process group, or to CMD alone if the
 // group is gone. Errors mean there is nobody left to signal.
 func signalChild(p *os.Process, sig os.Signal) {

@@ -23,10 +23,7 @@ func TestRunReapsOrphans(t *testing.T) {
 
 	t.Run("pid 1", func(t *testing.T) {
 		t.Parallel()
-		unshare, err := exec.LookPath("unshare")
-		if err != nil {
-			t.Skip("needs unshare(1)")
-		}
+		unshare := requireTool(t, "unshare", "util-linux")
 		if out, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
 			t.Skipf("cannot make a PID namespace (needs root): %v %s", err, out)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock-go/distlock/internal/launch"
 	"github.com/distlock-go/distlock/internal/testserver"
 )
 
@@ -177,7 +178,7 @@ func TestRunLeaseLostRedis(t *testing.T) {
 
 func TestRunBackendUnavailable(t *testing.T) {
 	t.Parallel()
-	port, err := freePort() // nothing listens there
+	port, err := launch.FreePort() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}

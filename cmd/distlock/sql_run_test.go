@@ -25,18 +25,24 @@ func TestRunSQL(t *testing.T) {
 		{"sqlite", func(t *testing.T) string { return "sqlite://" + filepath.Join(t.TempDir(), "locks.db") }},
 	} {
 		t.Run(tc.scheme, func(t *testing.T) {
-			u := tc.url(t)
-			log := filepath.Join(t.TempDir(), "log")
-			const n = 5
-			procs := make([]*process, n)
-			for i := range procs {
-				procs[i] = startBin(t, append([]string{"run", "--url", u, "--key", "shared", "--wait", "forever", "--"},
-					child("record", log, "50ms")...)...)
-			}
-			for _, p := range procs {
-				wantCode(t, p.wait(t, 90*time.Second), 0)
-			}
-			checkNoOverlap(t, log, n)
+			runUnderOneKey(t, tc.url(t), 5)
 		})
 	}
+}
+
+// runUnderOneKey runs n distlock processes under one key of the backend at
+// u, each recording its turn, and checks that the turns never overlapped
+// and that each was given a greater token than the one before.
+func runUnderOneKey(t *testing.T, u string, n int) {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "log")
+	procs := make([]*process, n)
+	for i := range procs {
+		procs[i] = startBin(t, append([]string{"run", "--url", u, "--key", "shared", "--wait", "forever", "--"},
+			child("record", log, "50ms")...)...)
+	}
+	for _, p := range procs {
+		wantCode(t, p.wait(t, 90*time.Second), 0)
+	}
+	checkNoOverlap(t, log, n)
 }

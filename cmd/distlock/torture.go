@@ -43,8 +43,11 @@ from --seed (printed, so that a run can be replayed):
   kill    SIGKILL a worker and start a new one
   cut     reset or blackhole a worker's connections to the backend (each
           worker reaches every server through a proxy of its own; not for
-          Sentinel and Cluster URLs, whose clients find the servers)
-  server  pause, kill -9 and restart, or restart a server (needs --servers)
+          Sentinel and Cluster URLs given with --url, whose clients find
+          the servers)
+  server  pause, kill -9 and restart, or restart a server (needs --servers);
+          with Sentinel, also fail over: on request, or by pausing the
+          master until the sentinels replace it
 
 Then it checks the whole history: accepted tokens only increase; no token
 is granted twice, nor out of order; no lock is granted while another
@@ -60,12 +63,23 @@ fence is for.
 ports: redis (one server, append-only file fsynced on every write),
 redis-nopersist (one server without persistence: a restart loses the lock
 and its token counter), redlock (three servers, each with the fsynced
-append-only file). Only then is the server fault available. Exit status 1
-means a violation was found.
+append-only file), sentinel (a master, two replicas and three sentinels,
+with the fsynced append-only file; locks wait for both replicas, the
+URL's replicas=2, and a failover lasts until the deployment is whole
+again), sentinel-one (locks wait for one replica: a failover can lose a
+lock, and the run reports it), sentinel-nowait (no waiting: more such
+losses), zk (a ZooKeeper ensemble of three
+servers; workers' sessions last 2s), etcd (a cluster of three members,
+built from this source tree unless $DISTLOCK_ETCD names a server),
+postgres and mariadb (a database
+server each, its lease table), sqlite (a database file in a
+temporary directory: no server, so no cut or server faults). Each worker
+reaches the sentinels and the servers they name through proxies of its
+own. Only with --servers is the server fault available. Exit status 1 means a violation was found.
 `
 
 // serverKinds are the deployments --servers can start.
-var serverKinds = []string{"redis", "redis-nopersist", "redlock"}
+var serverKinds = []string{"redis", "redis-nopersist", "redlock", "sentinel", "sentinel-one", "sentinel-nowait", "zk", "etcd", "postgres", "mariadb", "sqlite"}
 
 type tortureOptions struct {
 	url      string
@@ -113,7 +127,8 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 			return c.usageError("torture", "%s", msg)
 		}
 	}
-	faults, msg := parseFaults(o.faults, set["faults"], o.servers != "")
+	// SQLite has no server process to stop.
+	faults, msg := parseFaults(o.faults, set["faults"], o.servers != "" && o.servers != "sqlite")
 	if msg != "" {
 		return c.usageError("torture", "%s", msg)
 	}
@@ -159,7 +174,7 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 			return c.fail(exitUnavailable, "torture", "starting servers: %v", err)
 		}
 		defer srv.close()
-		cfg.URL, cfg.Servers = srv.url, srv.nodes
+		srv.configure(&cfg)
 	} else if code := c.probeBackend(ctx, cfg.URL, o.ttl); code != exitOK {
 		return code
 	}
@@ -215,7 +230,7 @@ func parseFaults(list string, explicit, servers bool) ([]string, string) {
 		case !contains(torture.Classes, f):
 			return nil, fmt.Sprintf("--faults: unknown fault %q (known: %s, or none)", f, strings.Join(torture.Classes, ", "))
 		case f == torture.ClassServer && !servers:
-			return nil, "--faults server needs --servers: torture only stops servers it started"
+			return nil, "--faults server needs --servers with a server process (not sqlite): torture only stops servers it started"
 		case !contains(out, f):
 			out = append(out, f)
 		}
@@ -283,11 +298,23 @@ func (c *cli) tortureWorkerCmd(ctx context.Context, args []string) int {
 	wc.Secret = c.getenv(torture.SecretEnv)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	b, code := c.open(ctx, tortureWorkerCommand, c.getenv(torture.URLEnv), time.Now().Add(contactTimeout))
-	if b == nil {
-		return code
+	var b *backend
+	if routes := c.getenv(torture.RoutesEnv); routes != "" {
+		var (
+			close func()
+			code  int
+		)
+		if b, close, code = c.openRouted(c.getenv(torture.URLEnv), routes); b == nil {
+			return code
+		}
+		defer close()
+	} else {
+		var code int
+		if b, code = c.open(ctx, tortureWorkerCommand, c.getenv(torture.URLEnv), time.Now().Add(contactTimeout)); b == nil {
+			return code
+		}
+		defer b.close()
 	}
-	defer b.close()
 	client := distlock.New(b, distlock.WithReleaseTimeout(cleanupTimeout))
 	if err := torture.RunWorker(ctx, wc, client); err != nil {
 		if errors.Is(err, context.Canceled) {

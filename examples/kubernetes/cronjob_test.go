@@ -14,7 +14,7 @@ import (
 	"github.com/distlock-go/distlock/examples/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { os.Exit(exampletest.Main(m, "../..", "./cmd/distlock")) }
+func TestMain(m *testing.M) { os.Exit(exampletest.Main(m, "../../cmd/distlock", ".")) }
 
 // cronJob is the part of a batch/v1 CronJob that kubernetes/cronjob.yaml
 // uses. Decoding with KnownFields rejects any other field, so a misspelt

@@ -157,6 +157,38 @@ func TestProxyFaults(t *testing.T) {
 	if n, err := conn2.Read(buf); err != nil || string(buf[:n]) != "+PONG\r\n" {
 		t.Fatalf("held request after Restore: %q, %v", buf[:n], err)
 	}
+
+	// HoldRequest: the matching request waits, and reaches the server on
+	// deliver even though its client has given up and closed meanwhile.
+	held, deliver := p.HoldRequest("held-key")
+	conn3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn3.Write([]byte("SET held-key v\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request was not held")
+	}
+	if got, err := do(t, r.Addr(), "EXISTS", "held-key"); err != nil || got != "0" {
+		t.Fatalf("EXISTS while the SET is held: %q, %v; want 0", got, err)
+	}
+	conn3.Close()
+	deliver()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := do(t, r.Addr(), "EXISTS", "held-key")
+		if err == nil && got == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("EXISTS after deliver: %q, %v; want 1", got, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestProcSignals(t *testing.T) {

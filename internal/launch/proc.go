@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,25 @@ import (
 // ErrExited is returned by the methods of [Proc] that need a running
 // process when it has already exited.
 var ErrExited = errors.New("launch: process has exited")
+
+// Server is a server process that fault injection can reach: [*Redis] and
+// [*ZooKeeper] are Servers.
+type Server interface {
+	// Addr returns the address clients dial; it stays the same across
+	// Restart.
+	Addr() string
+	// Pause freezes the server with SIGSTOP until Resume.
+	Pause() error
+	// Resume undoes Pause.
+	Resume() error
+	// Kill ends the server with SIGKILL, as a crash would.
+	Kill() error
+	// Restart starts the server again with the same configuration and
+	// data, and waits until it serves.
+	Restart(ctx context.Context) error
+	// Close stops the server for good and removes what it made.
+	Close() error
+}
 
 // Proc is a running child process started by [Start].
 type Proc struct {
@@ -100,12 +120,12 @@ func (p *Proc) Signal(sig os.Signal) error {
 // does nothing, as in a long garbage-collection pause, until Resume. It
 // returns an error where job-control signals do not exist.
 func (p *Proc) Pause() error {
-	if sigStop == nil {
+	if SigStop == nil {
 		return errors.ErrUnsupported
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.Signal(sigStop); err != nil {
+	if err := p.Signal(SigStop); err != nil {
 		return err
 	}
 	p.paused = true
@@ -114,13 +134,13 @@ func (p *Proc) Pause() error {
 
 // Resume undoes Pause with SIGCONT.
 func (p *Proc) Resume() error {
-	if sigCont == nil {
+	if SigCont == nil {
 		return errors.ErrUnsupported
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.paused = false
-	return p.Signal(sigCont)
+	return p.Signal(SigCont)
 }
 
 // Kill ends the process with SIGKILL, as a crash would, and waits until it
@@ -136,12 +156,12 @@ func (p *Proc) Kill(timeout time.Duration) bool {
 // the process is gone.
 func (p *Proc) Stop(grace time.Duration) bool {
 	p.mu.Lock()
-	if p.paused && sigCont != nil {
-		_ = p.Signal(sigCont)
+	if p.paused && SigCont != nil {
+		_ = p.Signal(SigCont)
 		p.paused = false
 	}
 	p.mu.Unlock()
-	_ = p.Signal(sigTerm)
+	_ = p.Signal(SigTerm)
 	if p.wait(grace) {
 		return true
 	}

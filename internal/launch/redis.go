@@ -52,6 +52,10 @@ type RedisConfig struct {
 	Conf string
 	// Sentinel starts the server in sentinel mode (with Conf).
 	Sentinel bool
+	// Cluster starts a cluster node: cluster mode on, its state in
+	// nodes.conf, a node timeout of 2 s and a cluster bus on a second free
+	// port ([Redis.BusPort]).
+	Cluster bool
 	// Args are appended to the command line and so override the defaults.
 	Args []string
 }
@@ -62,6 +66,7 @@ type RedisConfig struct {
 type Redis struct {
 	cfg     RedisConfig
 	port    int
+	busPort int // cluster bus; 0 outside a cluster
 	tempDir bool
 
 	mu       sync.Mutex
@@ -74,6 +79,9 @@ type Redis struct {
 // it answers PING, or an error with the tail of its log. The caller must
 // Close it.
 func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
+	if cfg.Cluster && cfg.Sentinel {
+		return nil, errors.New("launch: a server cannot be both a sentinel and a cluster node")
+	}
 	if cfg.Bin == "" {
 		bin, err := exec.LookPath("redis-server")
 		if err != nil {
@@ -90,9 +98,16 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		r.cfg.Dir, r.tempDir = dir, true
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := FreePort()
+		n := 1
+		if cfg.Cluster {
+			n = 2
+		}
+		ports, err := FreePorts(n)
 		if err == nil {
-			r.port = port
+			r.port = ports[0]
+			if cfg.Cluster {
+				r.busPort = ports[1]
+			}
 			err = r.launch(ctx)
 		}
 		if err == nil {
@@ -105,16 +120,6 @@ func StartRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	}
 }
 
-// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("launch: finding a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Addr returns the server's address, "127.0.0.1:port". It stays the same
 // across Restart.
 func (r *Redis) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
@@ -122,7 +127,12 @@ func (r *Redis) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Ito
 // Port returns the server's TCP port.
 func (r *Redis) Port() int { return r.port }
 
-// Dir returns the server's working directory (its log is redis.log).
+// BusPort returns the port of a cluster node's cluster bus, and 0 for a
+// server outside a cluster.
+func (r *Redis) BusPort() int { return r.busPort }
+
+// Dir returns the server's working directory, where its log (redis.log)
+// and any persistence files live.
 func (r *Redis) Dir() string { return r.cfg.Dir }
 
 // Persistent reports whether the server keeps its data across Restart.
@@ -145,12 +155,22 @@ func (r *Redis) argv() []string {
 		"--logfile", filepath.Join(r.cfg.Dir, logName),
 	)
 	if !r.cfg.Sentinel {
+		// No snapshots, and no 5 s pause before a full sync: replicas
+		// should be in sync as soon as possible.
 		a = append(a, "--save", "", "--repl-diskless-sync-delay", "0")
 		if r.cfg.Persistent {
 			a = append(a, "--appendonly", "yes", "--appendfsync", "always")
 		} else {
 			a = append(a, "--appendonly", "no")
 		}
+	}
+	if r.cfg.Cluster {
+		a = append(a,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000",
+			"--cluster-port", strconv.Itoa(r.busPort),
+		)
 	}
 	return append(a, r.cfg.Args...)
 }
@@ -190,7 +210,9 @@ func (r *Redis) launch(ctx context.Context) error {
 	for {
 		// PING decides, not a dial: a server loading its append-only file
 		// accepts connections but answers -LOADING. The process id tells
-		// our server from another that took the port meanwhile.
+		// our server from another that took the port between our picking
+		// it and our server binding it: ours then exits with "address
+		// already in use", handled below.
 		rs, err := Do(r.Addr(), 500*time.Millisecond, []string{"PING"}, []string{"INFO", "server"})
 		if err == nil && rs[0] == "PONG" && infoField(rs[1], "process_id") == strconv.Itoa(p.Pid()) {
 			return nil
@@ -230,7 +252,7 @@ func (r *Redis) LogTail() string {
 			continue
 		}
 		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		lines = lines[max(0, len(lines)-20):]
+		lines = lines[max(0, len(lines)-30):]
 		fmt.Fprintf(&b, "--- %s ---\n%s\n", name, strings.Join(lines, "\n"))
 	}
 	return b.String()
@@ -274,7 +296,10 @@ func (r *Redis) Running() bool { return !r.current().Exited() }
 
 // Restart starts the server again on the same port, in the same directory,
 // with the same arguments, stopping it first if it still runs, and waits
-// until it answers PING. Data survives only with RedisConfig.Persistent.
+// until it answers PING. Data survives only with RedisConfig.Persistent (or
+// in a cluster node's nodes.conf). Roles changed at run time, such as a
+// replica promoted by a failover, are not remembered: the command line
+// wins.
 func (r *Redis) Restart(ctx context.Context) error {
 	if err := r.Stop(); err != nil {
 		return err
@@ -312,4 +337,14 @@ func (r *Redis) removeDir() {
 	if r.tempDir {
 		os.RemoveAll(r.cfg.Dir)
 	}
+}
+
+// RedisVersion returns the output of `bin --version`, trimmed, or a note
+// saying why there is none.
+func RedisVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(out))
 }

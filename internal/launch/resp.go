@@ -11,51 +11,115 @@ import (
 	"time"
 )
 
-// ErrNil is returned by [Do] for a nil reply.
+// ErrNil is the error of a nil reply (a missing key, a nil array).
 var ErrNil = errors.New("launch: nil reply")
 
-// ReplyError is an error reply of the server, such as "LOADING ...", as
-// opposed to a failure to reach it.
+// ReplyError is an error reply of the server, such as "ERR unknown command"
+// or "LOADING ...". Network and protocol failures are other error types, so
+// that a caller can tell "the server said no" from "the server could not be
+// reached".
 type ReplyError string
 
 func (e ReplyError) Error() string { return string(e) }
 
-// maxBulk bounds a bulk reply, so that garbage on the wire cannot make Do
-// allocate without limit.
-const maxBulk = 64 << 20
+// maxBulk bounds the allocation a corrupt length prefix can cause.
+const maxBulk = 512 << 20
 
-// Do sends each command to the Redis server at addr, pipelined on one new
-// connection, and returns the replies as strings: simple and bulk strings as
-// they are, integers in decimal, arrays as their elements joined by "\n". A
-// nil reply is [ErrNil], an error reply a [ReplyError]; the first failing
-// command decides the error. timeout bounds the whole exchange.
-func Do(addr string, timeout time.Duration, cmds ...[]string) ([]string, error) {
+// Reply is one decoded RESP2 value.
+type Reply struct {
+	// Kind is the type byte: '+', '-', ':', '$' or '*'.
+	Kind byte
+	// Str is a simple or bulk string, an integer in decimal or an error
+	// message.
+	Str string
+	// Elems are the elements of an array.
+	Elems []Reply
+	// Null marks a nil bulk string or array.
+	Null bool
+}
+
+// Err returns the reply as a [ReplyError] if it is an error reply, and nil
+// otherwise.
+func (r Reply) Err() error {
+	if r.Kind == '-' {
+		return ReplyError(r.Str)
+	}
+	return nil
+}
+
+// Text renders the reply as a string: simple and bulk strings as they are,
+// integers in decimal, arrays as their elements joined by "\n" (nested
+// arrays flattened, nil elements as empty lines, error elements as their
+// message). A nil reply is [ErrNil] and an error reply a [ReplyError].
+func (r Reply) Text() (string, error) {
+	switch {
+	case r.Null:
+		return "", ErrNil
+	case r.Kind == '-':
+		return "", ReplyError(r.Str)
+	case r.Kind == '*':
+		return strings.Join(r.flatten(nil), "\n"), nil
+	default:
+		return r.Str, nil
+	}
+}
+
+func (r Reply) flatten(out []string) []string {
+	if r.Kind != '*' || r.Null {
+		return append(out, r.Str)
+	}
+	for _, e := range r.Elems {
+		out = e.flatten(out)
+	}
+	return out
+}
+
+// RoundTrip sends the commands pipelined on one new connection to the
+// Redis server at addr and reads one reply per command. timeout bounds the
+// whole exchange, dial included; a timeout is an error wrapping a
+// net.Error whose Timeout method reports true. A new connection per call
+// needs no reconnecting across kills and restarts.
+func RoundTrip(addr string, timeout time.Duration, cmds ...[]string) ([]Reply, error) {
+	deadline := time.Now().Add(timeout)
 	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("launch: dial %s: %w", addr, err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("launch: %s: %w", addr, err)
+	}
+	var buf []byte
+	for _, args := range cmds {
+		buf = appendCommand(buf, args)
+	}
+	if _, err := conn.Write(buf); err != nil {
+		return nil, fmt.Errorf("launch: write to %s: %w", addr, err)
+	}
+	br := bufio.NewReader(conn)
+	out := make([]Reply, 0, len(cmds))
+	for range cmds {
+		r, err := readReply(br)
+		if err != nil {
+			return nil, fmt.Errorf("launch: read from %s: %w", addr, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Do is [RoundTrip] with the replies rendered by [Reply.Text]: the error is
+// that of the first command whose reply is nil or an error, or of the
+// exchange, in which case the replies are nil.
+func Do(addr string, timeout time.Duration, cmds ...[]string) ([]string, error) {
+	rs, err := RoundTrip(addr, timeout, cmds...)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	for _, args := range cmds {
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-	}
-	if _, err := conn.Write([]byte(b.String())); err != nil {
-		return nil, err
-	}
-	r := bufio.NewReader(conn)
-	out := make([]string, len(cmds))
+	out := make([]string, len(rs))
 	var first error
-	for i := range cmds {
-		s, err := readReply(r)
-		if broken(err) {
-			return nil, err // nothing more can be read
-		}
+	for i, r := range rs {
+		s, err := r.Text()
 		if first == nil {
 			first = err
 		}
@@ -64,70 +128,82 @@ func Do(addr string, timeout time.Duration, cmds ...[]string) ([]string, error) 
 	return out, first
 }
 
-// readReply reads one RESP2 value.
-func readReply(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
+func appendCommand(b []byte, args []string) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(len(args)), 10)
+	b = append(b, "\r\n"...)
+	for _, a := range args {
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(len(a)), 10)
+		b = append(b, "\r\n"...)
+		b = append(b, a...)
+		b = append(b, "\r\n"...)
 	}
-	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
-		return "", fmt.Errorf("launch: malformed reply %q", line)
+	return b
+}
+
+func readReply(br *bufio.Reader) (Reply, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return Reply{}, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return Reply{}, fmt.Errorf("malformed RESP line %q", line)
 	}
 	kind, body := line[0], line[1:len(line)-2]
 	switch kind {
-	case '+', ':':
-		return body, nil
-	case '-':
-		return "", ReplyError(body)
+	case '+', '-':
+		return Reply{Kind: kind, Str: body}, nil
+	case ':':
+		if _, err := strconv.ParseInt(body, 10, 64); err != nil {
+			return Reply{}, fmt.Errorf("malformed RESP integer %q", body)
+		}
+		return Reply{Kind: kind, Str: body}, nil
 	case '$':
 		n, err := strconv.Atoi(body)
-		switch {
-		case err != nil || n > maxBulk:
-			return "", fmt.Errorf("launch: malformed bulk length %q", body)
-		case n < 0:
-			return "", ErrNil
+		if err != nil || n < -1 || n > maxBulk {
+			return Reply{}, fmt.Errorf("malformed RESP bulk length %q", body)
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+		if n == -1 {
+			return Reply{Kind: kind, Null: true}, nil
 		}
-		return string(buf[:n]), nil
+		data := make([]byte, n+2)
+		if _, err := io.ReadFull(br, data); err != nil {
+			return Reply{}, err
+		}
+		if data[n] != '\r' || data[n+1] != '\n' {
+			return Reply{}, errors.New("malformed RESP bulk string terminator")
+		}
+		return Reply{Kind: kind, Str: string(data[:n])}, nil
 	case '*':
 		n, err := strconv.Atoi(body)
-		switch {
-		case err != nil || n > maxBulk:
-			return "", fmt.Errorf("launch: malformed array length %q", body)
-		case n < 0:
-			return "", ErrNil
+		if err != nil || n < -1 || n > maxBulk {
+			return Reply{}, fmt.Errorf("malformed RESP array length %q", body)
 		}
-		elems := make([]string, 0, n)
-		var first error
+		if n == -1 {
+			return Reply{Kind: kind, Null: true}, nil
+		}
+		r := Reply{Kind: kind, Elems: make([]Reply, 0, min(n, 1024))}
 		for range n {
-			s, err := readReply(r)
-			if broken(err) {
-				return "", err
+			e, err := readReply(br)
+			if err != nil {
+				return Reply{}, err
 			}
-			if first == nil && !errors.Is(err, ErrNil) {
-				first = err
-			}
-			elems = append(elems, s)
+			r.Elems = append(r.Elems, e)
 		}
-		return strings.Join(elems, "\n"), first
+		return r, nil
+	default:
+		return Reply{}, fmt.Errorf("unsupported RESP type %q", kind)
 	}
-	return "", fmt.Errorf("launch: unknown reply type %q", kind)
 }
 
-// broken reports whether err means the reply stream cannot be read on:
-// anything but a nil or error reply.
-func broken(err error) bool {
-	var re ReplyError
-	return err != nil && !errors.As(err, &re) && !errors.Is(err, ErrNil)
-}
+// InfoField returns the value of field in the text of an INFO reply, or "".
+func InfoField(info, field string) string { return infoField(info, field) }
 
-// infoField returns the value of field in the text of an INFO reply.
 func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), field+":"); ok {
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+		if ok && k == field {
 			return v
 		}
 	}

@@ -4,9 +4,11 @@ package launch
 
 import "os"
 
-// Without job-control signals Pause and Resume are unsupported; Stop kills.
+// The signals [Proc.Pause], [Proc.Resume] and [Proc.Stop] send. Where the
+// system has no job control, SigStop and SigCont are nil and SigTerm is
+// os.Kill.
 var (
-	sigStop os.Signal
-	sigCont os.Signal
-	sigTerm os.Signal = os.Kill
+	SigStop os.Signal
+	SigCont os.Signal
+	SigTerm os.Signal = os.Kill
 )

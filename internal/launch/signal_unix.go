@@ -7,8 +7,11 @@ import (
 	"syscall"
 )
 
+// The signals [Proc.Pause], [Proc.Resume] and [Proc.Stop] send. Where the
+// system has no job control, SigStop and SigCont are nil and SigTerm is
+// os.Kill.
 var (
-	sigStop os.Signal = syscall.SIGSTOP
-	sigCont os.Signal = syscall.SIGCONT
-	sigTerm os.Signal = syscall.SIGTERM
+	SigStop os.Signal = syscall.SIGSTOP
+	SigCont os.Signal = syscall.SIGCONT
+	SigTerm os.Signal = syscall.SIGTERM
 )

@@ -73,7 +73,20 @@ func (n *Notifier) Watch(ctx context.Context, ch string) (*Watch, error) {
 // WatchFor is Watch for the fair waiter owner: the watch fires on messages
 // that name owner or name nobody, not on those naming another waiter.
 func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, error) {
-	w := &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)}
+	return n.watch(ctx, &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)})
+}
+
+// WatchMessages is Watch for a waiter that reads what the messages say:
+// they arrive on [Watch.Messages] instead of [Watch.C]. When the waiter
+// falls behind, the newest message replaces an unread one. After a
+// reconnect an empty message stands for the releases that may have been
+// missed.
+func (n *Notifier) WatchMessages(ctx context.Context, ch string) (*Watch, error) {
+	return n.watch(ctx, &Watch{n: n, ch: ch, m: make(chan string, 1)})
+}
+
+func (n *Notifier) watch(ctx context.Context, w *Watch) (*Watch, error) {
+	ch := w.ch
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -185,6 +198,10 @@ func (st *channel) wake(payload string) {
 		if payload != "" && w.owner != "" && w.owner != payload {
 			continue
 		}
+		if w.m != nil {
+			w.say(payload)
+			continue
+		}
 		select {
 		case w.c <- struct{}{}:
 		default: // a wake-up is already pending
@@ -220,11 +237,39 @@ type Watch struct {
 	ch    string
 	owner string // a fair waiter's owner; "" for every message
 	c     chan struct{}
+	m     chan string // WatchMessages' watches: instead of c
 	once  sync.Once
 }
 
 // C receives after a release (or a reconnect).
 func (w *Watch) C() <-chan struct{} { return w.c }
+
+// Messages receives what each release says, for a watch made by
+// [Notifier.WatchMessages].
+func (w *Watch) Messages() <-chan string { return w.m }
+
+// say hands payload on, replacing an unread message: the newest release is
+// the one worth waking for, unless the unread one is empty (releases may
+// have been missed), which stays. The notifier's lock is held, so say is
+// the only sender: once the channel is drained, the send goes through.
+func (w *Watch) say(payload string) {
+	select {
+	case w.m <- payload:
+		return
+	default:
+	}
+	select {
+	case old := <-w.m:
+		if old == "" {
+			payload = ""
+		}
+	default:
+	}
+	select {
+	case w.m <- payload:
+	default:
+	}
+}
 
 // Close drops the watch. The channel stays subscribed for a while after
 // its last watcher leaves (see linger).

@@ -8,8 +8,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
+	"net"
 	"reflect"
 	"slices"
 	"strconv"
@@ -141,9 +141,7 @@ func KeysFor(prefix, name string) Keys {
 func keysFor(prefix, name string, g Guard, grant any) Keys {
 	var base string
 	if strings.ContainsAny(name, "{}") {
-		h := fnv.New64a()
-		h.Write([]byte(name))
-		base = prefix + "{#" + strconv.FormatUint(h.Sum64(), 36) + "}" + name
+		base = prefix + "{#" + nameHash(name) + "}" + name
 	} else {
 		base = prefix + "{" + name + "}"
 	}
@@ -432,7 +430,31 @@ func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 // owner: an owner token names one holding, and is released once, so any
 // release of it within ReceiptTTL of the first is a repeat.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis).Int64()
+	return ReleaseWaking(ctx, c, k, owner, WakeNext)
+}
+
+// Wake says whom a release wakes, and how.
+type Wake int
+
+const (
+	// WakeNext publishes the name of the oldest live fair waiter, whose
+	// turn it is, or an empty message that wakes every waiter.
+	WakeNext Wake = iota
+	// WakeToken wakes every waiter with a message naming the released
+	// lease's fencing token, so that a waiter that hears one release from
+	// several nodes (Redlock) can tell it is the same release.
+	WakeToken
+	// WakeNone publishes nothing: the release of a grant that never made
+	// a lock (a Redlock attempt short of a quorum), which frees nothing a
+	// waiter could take.
+	WakeNone
+)
+
+var wakeArgs = [...]any{WakeNext: "", WakeToken: "t", WakeNone: "-"}
+
+// ReleaseWaking is [Release], waking the waiters as wake says.
+func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis, wakeArgs[wake]).Int64()
 	return n == 1, err
 }
 
@@ -633,4 +655,11 @@ func brokenConn(err error) bool {
 func isServerReply(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
+}
+
+// NeverSent reports whether err proves that a request never reached the
+// server: the connection could not even be made.
+func NeverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -1,14 +1,21 @@
 // Package redistest holds the test plumbing shared by the tests of the
-// Redis backends (redislock and redlock): client setup and the check that
-// goroutines settle back after a test.
+// Redis backends (redislock and redlock) and of the packages that run them:
+// client setup, the check that goroutines settle back after a test, the
+// keys of a lock, expiring a lock behind its holders' backs, and the bad
+// URLs every Redis scheme refuses.
 package redistest
 
 import (
+	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
 // Client returns a go-redis client for addr, set up as the backends
@@ -41,5 +48,46 @@ func GoroutinesSettle(tb testing.TB, before int, wait time.Duration) {
 	if after > before+2 {
 		buf := make([]byte, 1<<16)
 		tb.Errorf("goroutines: %d before, %d after: leak\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// Keys names the Redis keys of one lock key under prefix, as the backends
+// lay them out (package redisnode): tests ask here instead of spelling the
+// layout out themselves.
+func Keys(prefix, key string) redisnode.Keys { return redisnode.KeysFor(prefix, key) }
+
+// Expire ends every holding of key under prefix behind its holders' backs,
+// on each client: the lock, the readers and the permits with their tokens
+// are deleted, as if their leases had run out. It is the Expire of a
+// distlocktest harness.
+func Expire(tb testing.TB, prefix, key string, clients ...redis.Cmdable) {
+	tb.Helper()
+	k := Keys(prefix, key)
+	for _, rdb := range clients {
+		if err := rdb.Del(context.Background(), k.Lock, k.Readers, k.RTokens, k.Permits, k.Tokens).Err(); err != nil {
+			tb.Fatalf("redistest: expiring %q: %v", key, err)
+		}
+	}
+}
+
+// RejectsBadURLs fails tb for each URL that distlock.Open accepts, or
+// refuses with an error other than distlock.ErrInvalidURL: the malformed
+// forms every Redis scheme must refuse (no host, a port that is no number,
+// an unknown option), then the scheme's own in extra.
+func RejectsBadURLs(tb testing.TB, scheme string, extra ...string) {
+	tb.Helper()
+	bad := []string{
+		scheme + "://",
+		scheme + "://host:notaport",
+		scheme + "://h:1?nosuch=1",
+	}
+	for _, u := range append(bad, extra...) {
+		c, err := distlock.Open(context.Background(), u)
+		if c != nil {
+			c.Close()
+		}
+		if !errors.Is(err, distlock.ErrInvalidURL) {
+			tb.Errorf("Open(%q) = %v; want ErrInvalidURL", u, err)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/distlock-go/distlock/internal/launch"
 )
 
 // clusterSlots is the number of hash slots in a Redis Cluster.
@@ -52,7 +54,7 @@ func StartCluster(tb testing.TB, masters int, opts ...Option) *Cluster {
 		n.mustDo(tb, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
 	}
 	for _, n := range c.Nodes[1:] {
-		c.Nodes[0].mustDo(tb, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port()), strconv.Itoa(n.busPort))
+		c.Nodes[0].mustDo(tb, "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port()), strconv.Itoa(n.srv.BusPort()))
 	}
 	want := strconv.Itoa(masters)
 	for _, n := range c.Nodes {
@@ -112,14 +114,14 @@ func (c *Cluster) Do(tb testing.TB, args ...string) (string, error) {
 			// for a command preceded by ASKING on the same connection.
 			cmds = [][]string{{"ASKING"}, args}
 		}
-		rs, err := roundTrip(addr, doTimeout, cmds...)
+		rs, err := launch.RoundTrip(addr, doTimeout, cmds...)
 		if err != nil {
 			return "", err
 		}
 		r := rs[len(rs)-1]
 		kind, target, ok := redirection(r)
 		if !ok {
-			return r.render()
+			return r.Text()
 		}
 		addr, asking = target, kind == "ASK"
 	}
@@ -127,11 +129,11 @@ func (c *Cluster) Do(tb testing.TB, args ...string) (string, error) {
 }
 
 // redirection parses "MOVED <slot> <addr>" and "ASK <slot> <addr>".
-func redirection(r reply) (kind, addr string, ok bool) {
-	if r.kind != '-' {
+func redirection(r launch.Reply) (kind, addr string, ok bool) {
+	if r.Kind != '-' {
 		return "", "", false
 	}
-	f := strings.Fields(r.str)
+	f := strings.Fields(r.Str)
 	if len(f) != 3 || (f[0] != "MOVED" && f[0] != "ASK") {
 		return "", "", false
 	}

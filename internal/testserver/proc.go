@@ -3,61 +3,40 @@ package testserver
 import (
 	"os"
 	"os/exec"
-	"runtime"
+
+	"github.com/distlock-go/distlock/internal/launch"
 )
 
-// proc is one run of a server process.
+// The job-control signals of this system, from package launch: nil where
+// it has none (Pause and Resume then skip the test).
+var (
+	sigStop = launch.SigStop
+	sigCont = launch.SigCont
+	sigTerm = launch.SigTerm
+)
+
+// proc is one run of a server process, started by launch.Start: in a
+// process group of its own and, on Linux, killed by the kernel when the
+// test binary dies without running its cleanups.
 type proc struct {
+	*launch.Proc
 	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has been reaped
+	done <-chan struct{} // closed once the process has been reaped
 }
 
 // spawn starts argv with stdout and stderr appended to stdio.
-//
-// The goroutine that starts the child stays locked to its OS thread until
-// the child is reaped: on Linux the child gets SIGKILL when the thread that
-// forked it exits (see sysProcAttr), which is what kills the servers when a
-// test binary dies without running its cleanups, and that must not happen
-// earlier just because the Go runtime retired a thread.
 func spawn(argv []string, stdio *os.File) (*proc, error) {
-	p := &proc{done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout = stdio
-		cmd.Stderr = stdio
-		cmd.SysProcAttr = sysProcAttr()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		p.cmd = cmd
-		started <- nil
-		_ = cmd.Wait() // the exit status of a killed server carries no information
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = stdio, stdio
+	p, err := launch.Start(cmd)
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &proc{Proc: p, cmd: cmd, done: p.Done()}, nil
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return p.Exited() }
 
 // signal delivers sig unless the process is already gone, in which case
 // there is nothing left to signal and that is not an error for callers.
-func (p *proc) signal(sig os.Signal) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(sig)
-}
+func (p *proc) signal(sig os.Signal) { _ = p.Signal(sig) }

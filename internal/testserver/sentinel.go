@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock-go/distlock/internal/launch"
 )
 
 const (
@@ -99,7 +101,7 @@ func (s *Sentinel) checkReplication() error { return replicating(s.Replica, s.Ma
 
 // checkSentinel reports what sentinel sn does not know yet.
 func (s *Sentinel) checkSentinel(sn *Redis) error {
-	rs, err := roundTrip(sn.Addr(), pollTimeout,
+	rs, err := launch.RoundTrip(sn.Addr(), pollTimeout,
 		[]string{"SENTINEL", "get-master-addr-by-name", s.MasterName},
 		[]string{"SENTINEL", "replicas", s.MasterName},
 		[]string{"SENTINEL", "sentinels", s.MasterName},
@@ -109,21 +111,22 @@ func (s *Sentinel) checkSentinel(sn *Redis) error {
 		return err
 	}
 	for _, r := range rs {
-		if err := r.err(); err != nil {
+		if err := r.Err(); err != nil {
 			return err
 		}
 	}
-	if got := strings.Join(rs[0].flatten(nil), ":"); got != s.Master.Addr() {
+	master, _ := rs[0].Text() // host and port on two lines
+	if got := strings.ReplaceAll(master, "\n", ":"); got != s.Master.Addr() {
 		return fmt.Errorf("master is %q, want %s", got, s.Master.Addr())
 	}
-	replicas := rs[1].elems
+	replicas := rs[1].Elems
 	if len(replicas) != 1 {
 		return fmt.Errorf("knows %d replicas, want 1", len(replicas))
 	}
 	if flags := field(replicas[0], "flags"); flags != "slave" {
 		return fmt.Errorf("replica flags %q", flags)
 	}
-	if n := len(rs[2].elems); n != 2 {
+	if n := len(rs[2].Elems); n != 2 {
 		return fmt.Errorf("knows %d other sentinels, want 2", n)
 	}
 	return nil
@@ -131,10 +134,10 @@ func (s *Sentinel) checkSentinel(sn *Redis) error {
 
 // field looks key up in one entry of a SENTINEL listing, which RESP2
 // encodes as a flat array of alternating names and values.
-func field(entry reply, key string) string {
-	for i := 0; i+1 < len(entry.elems); i += 2 {
-		if entry.elems[i].str == key {
-			return entry.elems[i+1].str
+func field(entry launch.Reply, key string) string {
+	for i := 0; i+1 < len(entry.Elems); i += 2 {
+		if entry.Elems[i].Str == key {
+			return entry.Elems[i+1].Str
 		}
 	}
 	return ""
@@ -199,11 +202,11 @@ func (s *Sentinel) Failover(tb testing.TB) {
 // askFailover starts a failover on sn unless one is already under way, so
 // that a failover which was aborted (or never started) is asked for again.
 func (s *Sentinel) askFailover(sn *Redis) error {
-	rs, err := roundTrip(sn.Addr(), pollTimeout, []string{"SENTINEL", "master", s.MasterName})
+	rs, err := launch.RoundTrip(sn.Addr(), pollTimeout, []string{"SENTINEL", "master", s.MasterName})
 	if err != nil {
 		return err
 	}
-	if err := rs[0].err(); err != nil {
+	if err := rs[0].Err(); err != nil {
 		return err
 	}
 	if strings.Contains(field(rs[0], "flags"), "failover_in_progress") {

@@ -153,12 +153,17 @@ func checkTokens(hs []*Holding) []Violation {
 }
 
 // checkExclusion checks that no holding was granted while another holding's
-// lease was valid: from its acquisition to its deadline or release. hs is
-// sorted by Acquired.
+// lease was valid: from its acquisition to its deadline or release. A grant
+// whose reply came after its own deadline held nothing (its lease had ended
+// on the server, which may have granted the lock since): it is left out.
+// hs is sorted by Acquired.
 func checkExclusion(hs []*Holding) []Violation {
 	var out []Violation
 	var cover *Holding // the holding whose valid lease reaches furthest so far
 	for _, h := range hs {
+		if h.validEnd() <= h.Acquired {
+			continue
+		}
 		if cover != nil && h.Acquired < cover.validEnd() {
 			out = append(out, Violation{Kind: VExclusion, At: h.Acquired, Detail: fmt.Sprintf(
 				"%s (token %d) was granted %v before the lease of %s (token %d) ended",

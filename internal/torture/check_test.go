@@ -103,6 +103,15 @@ func TestChecks(t *testing.T) {
 			a.ReleaseStart, a.Released, a.Done, a.DoneErr = 0, 0, a.ValidUntil, doneExpired
 			return history(a, held(1, 2, a.ValidUntil+5*ms, a.ValidUntil+50*ms))
 		}, nil},
+		{"a grant that came after its deadline held nothing, so excluded nobody", func() *History {
+			// Granted on the server before b, its reply came (to a paused
+			// worker) after its lease had ended there and b was granted.
+			b := held(1, 2, 100*ms, 400*ms)
+			a := held(0, 1, 200*ms, 0)
+			a.Attempt, a.ValidUntil = 50*ms, 95*ms
+			a.ReleaseStart, a.Released, a.Done, a.DoneErr = 0, 0, 201*ms, doneExpired
+			return history(a, b)
+		}, nil},
 		{"Done closed late", func() *History {
 			a := held(0, 1, 100*ms, 0)
 			a.ReleaseStart, a.Released, a.Done, a.DoneErr = 0, 0, a.ValidUntil+300*ms, doneExpired

@@ -24,12 +24,13 @@
 //     holding granted before it asked;
 //   - exclusion: a holding was granted while another holding's lease was
 //     still valid: before that holder's ValidUntil, and before it began to
-//     release;
+//     release (a grant whose reply came after its own ValidUntil held
+//     nothing, and counts on neither side);
 //   - done-late: a holder's Done closed later than its ValidUntil plus the
 //     slack, not counting time the holder's process was paused;
 //   - stall: the lock stayed free of any holder for longer than the stall
 //     limit while a worker with a working connection kept asking for it,
-//     outside server faults;
+//     outside server faults (failovers included);
 //   - linearizability: the register's history, as its clients saw it, is
 //     not that of one fenced register (checked with porcupine).
 //

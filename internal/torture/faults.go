@@ -98,7 +98,7 @@ func (s *scheduler) run(ctx context.Context) {
 		preferHolder := s.rng.Float64() < 0.6
 		pick := s.rng.IntN(len(s.h.slots))
 		x := s.rng.Float64()
-		variant := s.rng.IntN(3)
+		variant := s.rng.IntN(s.variants())
 		t := time.NewTimer(gap)
 		select {
 		case <-ctx.Done():
@@ -120,7 +120,7 @@ func (s *scheduler) run(ctx context.Context) {
 				s.cut(sl, variant == 0, s.frac(0.5, 2, x))
 			}
 		case ClassServer:
-			s.server(pick%len(s.h.cfg.Servers), variant, x)
+			s.server(pick, variant, x)
 		}
 	}
 }
@@ -253,9 +253,23 @@ func (s *scheduler) cut(sl *slot, blackhole bool, d time.Duration) {
 	})
 }
 
+// variants returns the number of kinds of server fault: pause, kill and
+// restart, and failover if the deployment has failovers.
+func (s *scheduler) variants() int {
+	if s.h.cfg.Failover != nil {
+		return 4
+	}
+	return 3
+}
+
+// failoverTimeout bounds a failover fault.
+const failoverTimeout = 30 * time.Second
+
 // server pauses (variant 0), kills and later restarts (1), or restarts
-// (2) server i, one server fault at a time.
-func (s *scheduler) server(i, variant int, x float64) {
+// (2) a server, or makes the deployment fail over (3), one server fault at
+// a time. The server is the primary for an even pick if Config.Primary
+// knows it, else the pick-th.
+func (s *scheduler) server(pick, variant int, x float64) {
 	s.mu.Lock()
 	if s.serverBusy {
 		s.mu.Unlock()
@@ -263,7 +277,12 @@ func (s *scheduler) server(i, variant int, x float64) {
 	}
 	s.serverBusy = true
 	s.mu.Unlock()
-	srv := s.h.cfg.Servers[i]
+	srv := s.h.cfg.Servers[pick%len(s.h.cfg.Servers)]
+	if s.h.cfg.Primary != nil && pick%2 == 0 {
+		if p := s.h.cfg.Primary(); p != nil {
+			srv = p
+		}
+	}
 	done := func() {
 		s.mu.Lock()
 		s.serverBusy = false
@@ -275,6 +294,28 @@ func (s *scheduler) server(i, variant int, x float64) {
 		return s.h.rec.fault(Fault{Kind: kind, Target: srv.Addr(), Slot: -1, From: from})
 	}
 	switch variant {
+	case 3:
+		// A hung master half the time, a failover on request otherwise.
+		pause := x < 0.5
+		kind := FaultFailover
+		if pause {
+			kind = FaultFailoverPause
+		}
+		if p := s.h.cfg.Primary; p != nil {
+			if m := p(); m != nil {
+				srv = m
+			}
+		}
+		f := record(kind)
+		s.later(0, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
+			defer cancel()
+			if err := s.h.cfg.Failover(ctx, pause); err != nil {
+				s.h.note(fmt.Sprintf("%s: %v", kind, err))
+			}
+			s.h.rec.faultEnded(f, time.Now())
+			done()
+		})
 	case 0:
 		if err := srv.Pause(); err != nil {
 			done()
@@ -308,10 +349,14 @@ func (s *scheduler) server(i, variant int, x float64) {
 	}
 }
 
-func (s *scheduler) restart(srv *launch.Redis) {
+func (s *scheduler) restart(srv launch.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := srv.Restart(ctx); err != nil {
+	restart := srv.Restart
+	if s.h.cfg.Restart != nil {
+		restart = func(ctx context.Context) error { return s.h.cfg.Restart(ctx, srv) }
+	}
+	if err := restart(ctx); err != nil {
 		s.h.note(fmt.Sprintf("restarting %s: %v", srv.Addr(), err))
 	}
 }

@@ -49,7 +49,26 @@ type Config struct {
 	SlowPercent int
 	// Servers are the servers the run started itself, for the server
 	// faults; nil when it uses servers it does not own.
-	Servers []*launch.Redis
+	Servers []launch.Server
+	// Primary, if set, returns the server that takes the writes now (the
+	// master of a replicated deployment), or nil if that is unknown;
+	// server faults then aim at it half the time.
+	Primary func() launch.Server
+	// Failover, if set, adds failovers to the server faults: it makes the
+	// deployment promote a replica and returns once it has. With pause,
+	// it does so as a hung master would, by pausing the master until the
+	// deployment gives up on it; without, by asking for one.
+	Failover func(ctx context.Context, pause bool) error
+	// Restart, if set, restarts a server in place of its own Restart
+	// method: a server of a replicated deployment must come back in the
+	// role it has now.
+	Restart func(ctx context.Context, srv launch.Server) error
+	// Routes, for a URL whose clients find their servers themselves
+	// (Sentinel), lists every address those clients may dial. Each worker
+	// then reaches each of them through a proxy of its own, for the cut
+	// faults, and gets the map from real addresses to its proxies in the
+	// environment variable RoutesEnv; it must dial through it.
+	Routes []string
 	// Command returns the command that runs one worker: this program
 	// with its hidden worker subcommand. Run appends [WorkerArgs] and
 	// sets the backend URL in the environment variable URLEnv.
@@ -61,6 +80,10 @@ type Config struct {
 // URLEnv is the environment variable through which a worker gets its
 // backend URL (not its command line: the URL may hold a password).
 const URLEnv = "DISTLOCK_URL"
+
+// RoutesEnv carries a worker's routes (see Config.Routes), as
+// "addr=proxy,addr=proxy".
+const RoutesEnv = "DISTLOCK_TORTURE_ROUTES"
 
 // SecretEnv carries the secret a worker shows the harness.
 const SecretEnv = "DISTLOCK_TORTURE_SECRET"
@@ -104,6 +127,11 @@ func (c *Config) Validate() error {
 	if err != nil && !errors.Is(err, errNoProxy) {
 		return err
 	}
+	for _, r := range c.Routes {
+		if _, _, err := net.SplitHostPort(r); err != nil {
+			return bad("route %q: want host:port", r)
+		}
+	}
 	return nil
 }
 
@@ -111,6 +139,10 @@ func (c *Config) Validate() error {
 // Cluster), so a proxy in front of the given hosts would not carry the
 // lock's traffic.
 var errNoProxy = errors.New("torture: this scheme's traffic cannot be proxied")
+
+// errNoNetwork: the URL names no server at all (a file, as for SQLite), so
+// there is no connection to cut.
+var errNoNetwork = fmt.Errorf("%w: no network", errNoProxy)
 
 // proxiedHosts returns the host:port list of the URL raw, which workers
 // reach through proxies of their own. Every scheme names its servers as
@@ -130,6 +162,8 @@ func proxiedHosts(raw string) ([]string, error) {
 		return nil, fmt.Errorf("%w: mem:// locks live inside one process, and the workers are separate processes", ErrBadConfig)
 	case strings.HasSuffix(scheme, "+sentinel"), strings.HasSuffix(scheme, "+cluster"):
 		return nil, errNoProxy
+	case u.Host == "" && u.Opaque == "":
+		return nil, errNoNetwork
 	}
 	hosts := strings.Split(u.Host, ",")
 	for _, h := range hosts {
@@ -138,6 +172,20 @@ func proxiedHosts(raw string) ([]string, error) {
 		}
 	}
 	return hosts, nil
+}
+
+// ParseRoutes reads the value of RoutesEnv: a map from the addresses a
+// worker's client asks for to those it must dial instead.
+func ParseRoutes(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		from, to, ok := strings.Cut(kv, "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("torture: malformed route %q in %s", kv, RoutesEnv)
+		}
+		out[from] = to
+	}
+	return out, nil
 }
 
 // rewriteHosts returns raw with its hosts replaced by addrs, in order.
@@ -153,6 +201,7 @@ type slot struct {
 	n       int
 	proxies []*launch.Proxy
 	url     string
+	routes  string // RoutesEnv's value, or ""
 
 	mu      sync.Mutex
 	inc     int
@@ -199,9 +248,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	h := &harness{cfg: cfg, secret: randomHex(16)}
 	hosts, err := proxiedHosts(cfg.URL)
-	h.proxy = err == nil
+	h.proxy = err == nil || len(cfg.Routes) > 0
 	var notes []string
-	if !h.proxy && contains(cfg.Faults, ClassCut) {
+	switch {
+	case h.proxy || !contains(cfg.Faults, ClassCut):
+	case errors.Is(err, errNoNetwork):
+		notes = append(notes, "cut faults skipped: this backend has no network connection to cut")
+	default:
 		notes = append(notes, "cut faults skipped: this backend's clients find their servers themselves, so a proxy cannot carry their traffic")
 	}
 	h.ln, err = net.Listen("tcp", "127.0.0.1:0")
@@ -212,7 +265,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer h.closeProxies()
 	for i := range cfg.Workers {
 		s := &slot{n: i, url: cfg.URL}
-		if h.proxy {
+		h.slots = append(h.slots, s) // before its proxies, which closeProxies closes
+		if len(cfg.Routes) > 0 {
+			var routes []string
+			for _, addr := range cfg.Routes {
+				p, err := launch.StartProxy(addr)
+				if err != nil {
+					return nil, err
+				}
+				s.proxies = append(s.proxies, p)
+				routes = append(routes, addr+"="+p.Addr())
+			}
+			s.routes = strings.Join(routes, ",")
+		} else if h.proxy {
 			var addrs []string
 			for _, host := range hosts {
 				p, err := launch.StartProxy(host)
@@ -224,7 +289,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			s.url = rewriteHosts(cfg.URL, addrs)
 		}
-		h.slots = append(h.slots, s)
 	}
 	h.start = time.Now()
 	h.rec = newRecorder(h.start, cfg.TTL)
@@ -336,6 +400,9 @@ func (h *harness) spawn(s *slot) error {
 	s.mu.Unlock()
 	cmd := h.cfg.Command(WorkerArgs(wc))
 	cmd.Env = append(cmd.Environ(), URLEnv+"="+s.url, SecretEnv+"="+h.secret)
+	if s.routes != "" {
+		cmd.Env = append(cmd.Env, RoutesEnv+"="+s.routes)
+	}
 	stderr := &tail{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	p, err := launch.Start(cmd)

@@ -103,6 +103,8 @@ const (
 	FaultServerPause   = "server-pause"
 	FaultServerKill    = "server-kill"
 	FaultServerRestart = "server-restart"
+	FaultFailover      = "failover"       // a replica promoted on request
+	FaultFailoverPause = "failover-pause" // the master paused until a replica was promoted
 )
 
 // Fault is one injected fault, from its start to its end (a kill ends at

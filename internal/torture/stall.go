@@ -43,7 +43,7 @@ func checkStall(h *History, o CheckOptions) ([]Violation, time.Duration) {
 	recovery := int64(o.Recovery)
 	for _, f := range h.Faults {
 		switch f.Kind {
-		case FaultServerPause, FaultServerKill, FaultServerRestart:
+		case FaultServerPause, FaultServerKill, FaultServerRestart, FaultFailover, FaultFailoverPause:
 			add(server, 0, f.From, f.To+recovery)
 		case FaultPause, FaultCut, FaultBlackhole:
 			add(excuse, f.Slot, f.From, f.To+recovery)

@@ -6,18 +6,25 @@
 // use; import this package (as `import _ ".../sqllock/sqlurl"`) to open
 // backends from URLs:
 //
-//	postgres://[user[:pass]@]host[:port]/db[?pgx options][&table=T]
+//	postgres://[user[:pass]@]host[:port]/db[?pgx options][&table=T][&lock=connection]
 //	postgresql://…                              (the same)
-//	mysql://[user[:pass]@]host[:port]/db[?driver options][&table=T]
+//	mysql://[user[:pass]@]host[:port]/db[?driver options][&table=T][&lock=connection]
 //	sqlite:///absolute/path/to/file.db[?table=T]
 //
 // The query option table names the lease table (default
-// sqllock.DefaultTable); the others go to the driver. A mysql:// URL
+// sqllock.DefaultTable); lock=connection selects connection-scoped locks
+// (sqllock.WithConnectionScope; lock=table, the default, the lease
+// table); the others go to the driver. A mysql:// URL
 // becomes the driver's DSN user:pass@tcp(host:port)/db?options, with
-// parseTime off. A sqlite:// file is opened in WAL mode with a busy
-// timeout of 10s, so that several processes on one host share it; SQLite
-// does not coordinate processes on different machines (a file on a network
-// share included). A PostgreSQL backend notifies its waiters of releases
+// parseTime off and a dial timeout of [DefaultMySQLDialTimeout] unless the
+// URL sets timeout. A sqlite:// file is opened in WAL mode with a busy
+// timeout of 10s, so that several processes on one host share it, and
+// with synchronous FULL, so that a commit, and the fencing token it
+// issued, survives a power loss (NORMAL, WAL's usual setting, can lose the
+// last commits, and a token could then be issued twice); for a lock
+// table the cost of a sync per commit is small. SQLite does not
+// coordinate processes on different machines (a file on a network share
+// included). A PostgreSQL backend notifies its waiters of releases
 // (sqllock.WithListener with package pglisten): it keeps one connection of
 // its pool listening once a waiter waits. The backend is opened with a
 // ping, so a URL that cannot reach its database fails at once; errors
@@ -31,6 +38,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	_ "github.com/go-sql-driver/mysql" // registers "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
@@ -42,6 +50,12 @@ import (
 	"github.com/distlock-go/distlock/sqllock/pglisten"
 )
 
+// DefaultMySQLDialTimeout is the driver's dial timeout (its DSN option
+// timeout) for a mysql:// URL that does not set one: without it, a host
+// that does not answer holds Open for the kernel's minutes of retries,
+// whatever the context says.
+const DefaultMySQLDialTimeout = 5 * time.Second
+
 func init() {
 	for _, s := range []string{"postgres", "postgresql", "mysql", "sqlite"} {
 		distlock.Register(s, Open)
@@ -51,7 +65,7 @@ func init() {
 // Open opens a backend from one of the URL forms of the package doc. The
 // backend closes its *sql.DB when it is closed.
 func Open(ctx context.Context, u *url.URL) (driver.Backend, error) {
-	driverName, dsn, table, err := parse(u)
+	driverName, dsn, table, connScope, err := parse(u)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +85,9 @@ func Open(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	if dialect == sqllock.Postgres {
 		opts = append(opts, sqllock.WithListener(pglisten.New(db)))
 	}
+	if connScope {
+		opts = append(opts, sqllock.WithConnectionScope())
+	}
 	b, err := sqllock.New(db, opts...)
 	if err != nil {
 		db.Close()
@@ -84,27 +101,45 @@ func invalid(u *url.URL, format string, args ...any) error {
 }
 
 // parse turns u into a database/sql driver name and DSN, and the table.
-func parse(u *url.URL) (driverName, dsn, table string, err error) {
+func parse(u *url.URL) (driverName, dsn, table string, connScope bool, err error) {
+	driverName, dsn, table, connScope, err = parseURL(u)
+	if err == nil && connScope && driverName == "sqlite" {
+		err = invalid(u, "lock=connection: SQLite has no connection-scoped locks")
+	}
+	return driverName, dsn, table, connScope, err
+}
+
+func parseURL(u *url.URL) (driverName, dsn, table string, connScope bool, err error) {
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return "", "", "", invalid(u, "query: %v", err)
+		return "", "", "", false, invalid(u, "query: %v", err)
 	}
 	table = sqllock.DefaultTable
 	if q.Has("table") {
 		table = q.Get("table")
 		q.Del("table")
 	}
+	if q.Has("lock") {
+		switch q.Get("lock") {
+		case "table":
+		case "connection":
+			connScope = true
+		default:
+			return "", "", "", false, invalid(u, "lock=%q: want table or connection", q.Get("lock"))
+		}
+		q.Del("lock")
+	}
 	v := *u
 	v.RawQuery = q.Encode()
 	switch strings.ToLower(u.Scheme) {
 	case "postgres", "postgresql":
 		if u.Host == "" {
-			return "", "", "", invalid(u, "no host")
+			return "", "", "", false, invalid(u, "no host")
 		}
-		return "pgx", v.String(), table, nil
+		return "pgx", v.String(), table, connScope, nil
 	case "mysql":
 		if u.Host == "" {
-			return "", "", "", invalid(u, "no host")
+			return "", "", "", false, invalid(u, "no host")
 		}
 		host := u.Host
 		if u.Port() == "" {
@@ -112,7 +147,7 @@ func parse(u *url.URL) (driverName, dsn, table string, err error) {
 		}
 		db := strings.TrimPrefix(u.Path, "/")
 		if db == "" || strings.Contains(db, "/") {
-			return "", "", "", invalid(u, "want one database name after the host")
+			return "", "", "", false, invalid(u, "want one database name after the host")
 		}
 		user := ""
 		if u.User != nil {
@@ -122,19 +157,20 @@ func parse(u *url.URL) (driverName, dsn, table string, err error) {
 			}
 			user += "@"
 		}
-		dsn = user + "tcp(" + host + ")/" + db
-		if len(q) > 0 {
-			dsn += "?" + q.Encode()
+		if !q.Has("timeout") {
+			q.Set("timeout", DefaultMySQLDialTimeout.String())
 		}
-		return "mysql", dsn, table, nil
+		dsn = user + "tcp(" + host + ")/" + db
+		dsn += "?" + q.Encode()
+		return "mysql", dsn, table, connScope, nil
 	case "sqlite":
 		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || len(u.Path) < 2 {
-			return "", "", "", invalid(u, "want sqlite:///absolute/path/to/file.db")
+			return "", "", "", false, invalid(u, "want sqlite:///absolute/path/to/file.db")
 		}
 		if len(q) > 0 {
-			return "", "", "", invalid(u, "unknown option(s) %v", q)
+			return "", "", "", false, invalid(u, "unknown option(s) %v", q)
 		}
-		return "sqlite", "file:" + u.Path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)", table, nil
+		return "sqlite", "file:" + u.Path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)", table, connScope, nil
 	}
-	return "", "", "", invalid(u, "scheme %q is not sqllock's", u.Scheme)
+	return "", "", "", false, invalid(u, "scheme %q is not sqllock's", u.Scheme)
 }

@@ -3,9 +3,12 @@ package sqlurl_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,12 +40,15 @@ func TestOpenPostgres(t *testing.T) {
 	srv := testserver.StartPostgres(t)
 	roundTrip(t, srv.URL())
 	roundTrip(t, strings.Replace(srv.URL(), "postgres://", "postgresql://", 1)+"&table=locks_b")
+	roundTrip(t, srv.URL()+"&lock=connection")
 }
 
 func TestOpenMariaDB(t *testing.T) {
 	srv := testserver.StartMariaDB(t)
 	u := url.URL{Scheme: "mysql", User: url.UserPassword(testserver.MariaDBUser, testserver.MariaDBPassword),
 		Host: srv.Addr(), Path: "/" + testserver.MariaDBDatabase, RawQuery: "table=locks_m"}
+	roundTrip(t, u.String())
+	u.RawQuery += "&lock=connection"
 	roundTrip(t, u.String())
 
 	// A wrong password fails at Open, without showing the password.
@@ -67,6 +73,8 @@ func TestOpenBadURLs(t *testing.T) {
 		"sqlite://relative/file.db",
 		"sqlite:///",
 		"sqlite:///tmp/x.db?cache=shared",
+		"sqlite:///tmp/x.db?lock=connection",
+		"postgres://u:hunter2@h/db?lock=session",
 	} {
 		_, err := distlock.Open(context.Background(), raw)
 		if !errors.Is(err, distlock.ErrInvalidURL) {
@@ -75,5 +83,75 @@ func TestOpenBadURLs(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q): error shows the password: %v", raw, err)
 		}
+	}
+}
+
+// silentAddr returns a loopback address whose connection attempts go
+// unanswered, as a host cut off by a firewall: a listener with a backlog
+// of one that never accepts, its queue filled, so that the kernel drops
+// the SYNs of further connections.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatalf("socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("bind: %v", err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("getsockname: %v", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr // the queue is full: this attempt went unanswered
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 16 {
+			t.Fatalf("%d connections to a listener with a backlog of one: the kernel does not drop SYNs here", i+1)
+		}
+	}
+}
+
+// TestOpenMySQLUnreachable: a mysql:// URL whose host does not answer
+// fails within the default dial timeout, not after the kernel's minutes
+// of SYN retries, even with a context without a deadline; an unused port
+// fails at once; the URL's own timeout option is kept.
+func TestOpenMySQLUnreachable(t *testing.T) {
+	open := func(host, query string, wait time.Duration) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		start := time.Now()
+		c, err := distlock.Open(ctx, "mysql://u:hunter2@"+host+"/db"+query)
+		if err == nil {
+			c.Close()
+		}
+		return time.Since(start), err
+	}
+	silent := silentAddr(t)
+	if took, err := open(silent, "", 30*time.Second); err == nil || took > 10*time.Second {
+		t.Errorf("Open of a host that does not answer: %v after %v; want an error within the default 5s dial timeout", err, took)
+	} else if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+	if took, err := open(silent, "?timeout=500ms", 30*time.Second); err == nil || took > 3*time.Second {
+		t.Errorf("Open with timeout=500ms of a host that does not answer: %v after %v", err, took)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused := l.Addr().String()
+	l.Close()
+	if took, err := open(unused, "", 30*time.Second); err == nil || took > 2*time.Second {
+		t.Errorf("Open of an unused loopback port: %v after %v; want an error at once", err, took)
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock-go/distlock/bench/internal/redisproc"
 	"github.com/distlock-go/distlock/bench/internal/report"
+	"github.com/distlock-go/distlock/internal/launch"
 )
 
 // modulesOfInterest are the dependencies whose versions the report names.
@@ -31,7 +31,7 @@ func environment(redisBin string) report.Env {
 		NumCPU:      runtime.NumCPU(),
 		GOMAXPROCS:  runtime.GOMAXPROCS(0),
 		CPUModel:    cpuModel(),
-		RedisServer: redisproc.Version(redisBin),
+		RedisServer: launch.RedisVersion(redisBin),
 		Distlock:    distlockRevision(),
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {

@@ -8,6 +8,10 @@
 //	A  one goroutine, uncontended acquire+release, one node
 //	B  the same over five nodes (Redlock)
 //	C  several workers, each with its own client, contending for one key
+//	D  A's loop on PostgreSQL, MariaDB and SQLite: sqllock beside a
+//	   hand-written upsert + DELETE (servers started for the run)
+//	E  A's loop and C's contention on a ZooKeeper ensemble: zklock beside
+//	   go-zookeeper's lock recipe and a create + delete floor
 //
 // Usage (from the bench directory):
 //
@@ -44,6 +48,8 @@ type config struct {
 	ttl      time.Duration
 	redis    string // redis-server executable
 	only     string // regexp: run only the libraries whose name matches
+	sql      bool   // scenario D: the SQL databases
+	zk       bool   // scenario E: a ZooKeeper ensemble
 }
 
 func main() {
@@ -62,6 +68,8 @@ func main() {
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lease length given to every library")
 	flag.StringVar(&cfg.redis, "redis-server", "redis-server", "redis-server `executable`")
 	flag.StringVar(&cfg.only, "only", "", "run only libraries whose name matches this `regexp` (floors always run)")
+	flag.BoolVar(&cfg.sql, "sql", true, "run scenario D on PostgreSQL, MariaDB and SQLite (servers started for the run)")
+	flag.BoolVar(&cfg.zk, "zk", true, "run scenario E on a ZooKeeper ensemble of three servers started for the run")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock/bench/internal/locker"
-	"github.com/distlock-go/distlock/bench/internal/redisproc"
 	"github.com/distlock-go/distlock/bench/internal/report"
 	"github.com/distlock-go/distlock/bench/internal/scenario"
+	"github.com/distlock-go/distlock/internal/launch"
 )
 
 // run starts the servers, runs every scenario cfg.reps times and writes the
@@ -38,14 +38,14 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 	single, redlock, contended := libraries(cfg, res.Env.RedisServer)
 
 	// Six servers: one for A and C, five for B.
-	var servers []*redisproc.Server
+	var servers []*launch.Redis
 	defer func() {
 		for _, s := range servers {
-			s.Stop()
+			_ = s.Close()
 		}
 	}()
 	for range 6 {
-		s, err := redisproc.Start(ctx, bin)
+		s, err := launch.StartRedis(ctx, launch.RedisConfig{Bin: bin})
 		if err != nil {
 			return err
 		}
@@ -74,6 +74,21 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 		res.Contended[i].Lib = report.LibOf(l)
 	}
 
+	var dbs []*database
+	if cfg.sql {
+		var stopDBs func()
+		dbs, stopDBs = startDatabases(ctx, res, log)
+		defer stopDBs()
+	}
+	noCmds := scenario.NewObserver(nil)
+	var zkAddrs []string
+	zkLibs := locker.ZooKeeper()
+	if cfg.zk {
+		var stopZK func()
+		zkAddrs, stopZK = startZooKeeper(ctx, res, zkLibs, log)
+		defer stopZK()
+	}
+
 	for rep := range cfg.reps {
 		// Every repetition runs every library, in an order rotated by
 		// one each time, so that drift of the machine (other load, thermal
@@ -86,7 +101,11 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 		}
 		for _, i := range rotation(len(contended), rep) {
 			l := contended[i]
-			r, err := scenario.RunContended(ctx, l, one, obsOne, scenario.ContendedConfig{
+			addrs, obs := one, obsOne
+			if l.Nodes > 1 {
+				addrs, obs = five, obsFive
+			}
+			r, err := scenario.RunContended(ctx, l, addrs, obs, scenario.ContendedConfig{
 				Key: key("C", l.Name, rep), Workers: cfg.workers, Duration: cfg.duration, Hold: cfg.hold, TTL: cfg.ttl,
 			})
 			if ctx.Err() != nil {
@@ -100,6 +119,28 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 			res.Contended[i].Runs = append(res.Contended[i].Runs, r)
 			fmt.Fprintf(log, "  %d/%d C %-34s %7.0f acq/s handoff %-9s wait p99 %-9s give-ups %d\n",
 				rep+1, cfg.reps, l.Name, r.AcqPerSec, report.Dur(r.HandoffMean), report.Dur(r.WaitP99), r.GiveUps)
+		}
+	}
+	for rep := range cfg.reps {
+		for i, db := range dbs {
+			if db == nil {
+				continue
+			}
+			scen := "D " + res.SQL[i].Database
+			if err := runUncontended(ctx, cfg, rep, scen, locker.SQL(db.driver), res.SQL[i].Rows, []string{db.dsn}, noCmds, log); err != nil {
+				return err
+			}
+		}
+	}
+	for rep := range cfg.reps {
+		if zkAddrs == nil {
+			break
+		}
+		if err := runUncontended(ctx, cfg, rep, "E", zkLibs, res.ZooKeeper.Uncontended, zkAddrs, noCmds, log); err != nil {
+			return err
+		}
+		if err := runContended(ctx, cfg, rep, "E", contendedOnly(zkLibs), res.ZooKeeper.Contended, zkAddrs, noCmds, log); err != nil {
+			return err
 		}
 	}
 	res.Elapsed = time.Since(began)
@@ -194,6 +235,141 @@ func runUncontended(ctx context.Context, cfg config, rep int, scen string, libs 
 	return nil
 }
 
+// database is one database of scenario D: how database/sql opens it, and
+// how to stop it.
+type database struct {
+	driver, dsn string
+	close       func() error
+}
+
+// serverDatabase starts a database server with start.
+func serverDatabase(start func(context.Context) (*launch.Database, error)) func(context.Context) (*database, error) {
+	return func(ctx context.Context) (*database, error) {
+		s, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &database{driver: s.Driver(), dsn: s.DSN(), close: s.Close}, nil
+	}
+}
+
+// sqliteDatabase is a database file in a new temporary directory, opened
+// as sqllock's sqlite:// URLs open it: WAL, a busy timeout, and
+// synchronous=FULL.
+func sqliteDatabase(context.Context) (*database, error) {
+	dir, err := os.MkdirTemp("", "lockbench-sqlite-*")
+	if err != nil {
+		return nil, err
+	}
+	return &database{
+		driver: "sqlite",
+		dsn: "file:" + filepath.Join(dir, "locks.db") +
+			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)",
+		close: func() error { return os.RemoveAll(dir) },
+	}, nil
+}
+
+// startDatabases starts the SQL servers of scenario D, with the one
+// launcher the tests use. One that cannot start is reported in the
+// results and left out.
+func startDatabases(ctx context.Context, res *report.Results, log io.Writer) ([]*database, func()) {
+	starts := []struct {
+		name  string
+		start func(context.Context) (*database, error)
+	}{
+		{"PostgreSQL", serverDatabase(launch.StartPostgres)},
+		{"MariaDB", serverDatabase(launch.StartMariaDB)},
+		{"SQLite", sqliteDatabase},
+	}
+	var dbs []*database
+	for _, st := range starts {
+		s, err := st.start(ctx)
+		row := report.SQLRows{Database: st.name}
+		if err != nil {
+			row.Error = err.Error()
+			fmt.Fprintf(log, "lockbench: %s not started: %v\n", st.name, err)
+			s = nil
+		} else {
+			for _, l := range locker.SQL(s.driver) {
+				row.Rows = append(row.Rows, report.UncontendedRow{Lib: report.LibOf(l)})
+			}
+		}
+		dbs = append(dbs, s)
+		res.SQL = append(res.SQL, row)
+	}
+	return dbs, func() {
+		for _, s := range dbs {
+			if s != nil {
+				_ = s.close()
+			}
+		}
+	}
+}
+
+// startZooKeeper starts scenario E's ensemble and returns its client
+// addresses, or nil if it cannot start (reported in the results).
+func startZooKeeper(ctx context.Context, res *report.Results, libs []locker.Library, log io.Writer) ([]string, func()) {
+	const servers = 3
+	z := &report.ZooKeeperRows{Servers: servers}
+	res.ZooKeeper = z
+	zs, err := launch.StartEnsemble(ctx, launch.ZooKeeperConfig{}, servers)
+	if err != nil {
+		z.Error = err.Error()
+		fmt.Fprintf(log, "lockbench: ZooKeeper not started: %v\n", err)
+		return nil, func() {}
+	}
+	var addrs []string
+	for _, s := range zs {
+		addrs = append(addrs, s.Addr())
+	}
+	for _, l := range libs {
+		z.Uncontended = append(z.Uncontended, report.UncontendedRow{Lib: report.LibOf(l)})
+	}
+	for _, l := range contendedOnly(libs) {
+		z.Contended = append(z.Contended, report.ContendedRow{Lib: report.LibOf(l)})
+	}
+	fmt.Fprintf(log, "lockbench: ZooKeeper ensemble on %s (E)\n", strings.Join(addrs, " "))
+	return addrs, func() {
+		for _, s := range zs {
+			_ = s.Close()
+		}
+	}
+}
+
+// contendedOnly returns the libraries of libs that can wait.
+func contendedOnly(libs []locker.Library) []locker.Library {
+	var out []locker.Library
+	for _, l := range libs {
+		if l.Contended {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// runContended runs one repetition of a contended scenario on addrs, every
+// library in turn, in an order rotated by rep.
+func runContended(ctx context.Context, cfg config, rep int, scen string, libs []locker.Library, rows []report.ContendedRow, addrs []string, obs *scenario.Observer, log io.Writer) error {
+	for _, i := range rotation(len(libs), rep) {
+		l := libs[i]
+		r, err := scenario.RunContended(ctx, l, addrs, obs, scenario.ContendedConfig{
+			Key: key(scen, l.Name, rep), Workers: cfg.workers, Duration: cfg.duration, Hold: cfg.hold, TTL: cfg.ttl,
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			rows[i].Errors = append(rows[i].Errors, err.Error())
+			fmt.Fprintf(log, "  %d/%d %s %-34s error: %v\n", rep+1, cfg.reps, scen, l.Name, err)
+			continue
+		}
+		rows[i].Runs = append(rows[i].Runs, r)
+		fmt.Fprintf(log, "  %d/%d %s %-34s %7.0f acq/s handoff %-9s wait p99 %-9s give-ups %d\n",
+			rep+1, cfg.reps, scen, l.Name, r.AcqPerSec, report.Dur(r.HandoffMean), report.Dur(r.WaitP99), r.GiveUps)
+	}
+	return nil
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -221,6 +397,7 @@ func libraries(cfg config, redisVersion string) (single, redlock, contended []lo
 		locker.Redsync(1, time.Millisecond),
 		locker.BSM(time.Millisecond),
 		locker.Rueidis(noLoop),
+		locker.Redsync(5, time.Millisecond),
 	}
 	for _, l := range locker.Distlock() {
 		switch {
@@ -231,6 +408,9 @@ func libraries(cfg config, redisVersion string) (single, redlock, contended []lo
 		}
 		if l.Contended {
 			contended = append(contended, l)
+		}
+		if l.Name == locker.DistlockRedis().Name {
+			contended = append(contended, locker.DistlockRedisShared())
 		}
 	}
 	if cfg.only != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/distlock-go/distlock"
@@ -64,6 +65,47 @@ func DistlockRedis() Library {
 	}
 }
 
+// DistlockRedisShared is distlock (redislock) with every worker of the
+// contended scenario sharing one client, as the goroutines of one process
+// would: they take turns on the server (see distlock.Mutex.Lock).
+func DistlockRedisShared() Library {
+	var (
+		mu      sync.Mutex
+		refs    int
+		c       *distlock.Client
+		release func() error
+	)
+	return Library{
+		Name: "distlock (redislock), 1 shared client", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
+		Config: "one distlock.New(redislock.New(rdb), WithTTL(TTL)) shared by every worker",
+		How: "As distlock (redislock), but the workers are goroutines of one client. They wait in line in the client, " +
+			"one of them at a time asking the server, and take the lock in the order they asked for it: the process is " +
+			"one waiter on the server, and a release wakes one goroutine, not eight.",
+		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if refs == 0 {
+				rdb := newGoRedis(addrs[0])
+				be := redislock.New(rdb)
+				if err := be.DeclareFresh(ctx); err != nil {
+					return nil, errors.Join(err, be.Close(), rdb.Close())
+				}
+				c = distlock.New(be, distlock.WithTTL(ttl))
+				release = func() error { return errors.Join(be.Close(), rdb.Close()) }
+			}
+			refs++
+			return &distlockLocker{c: c, close: func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if refs--; refs > 0 {
+					return nil
+				}
+				return release()
+			}}, nil
+		},
+	}
+}
+
 type distlockLocker struct {
 	c     *distlock.Client
 	close func() error
@@ -97,12 +139,13 @@ func (d *distlockLocker) Close() error { return d.close() }
 // DistlockRedlock is distlock over its redlock backend on five masters.
 func DistlockRedlock(nodes int) Library {
 	return Library{
-		Name: fmt.Sprintf("distlock (redlock), %d nodes", nodes), Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: nodes,
+		Name: fmt.Sprintf("distlock (redlock), %d nodes", nodes), Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: nodes, Contended: true,
 		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout TTL/10 capped at 50 ms, auto-refresh every TTL/3",
 		How: "The same acquire and release scripts as redislock, sent to every master at once from one goroutine per node; " +
 			"acquire succeeds on a quorum within the lease's validity, stops waiting as soon as the outcome is decided, and " +
 			"writes the largest fencing token back only when the nodes disagree. Release compares, deletes and publishes on " +
-			"every master and waits for all of them (or the per-node timeout).",
+			"every master and waits for all of them (or the per-node timeout). A waiter subscribes on every master and wakes once " +
+			"per release; woken, it asks the key's gate node first and the other nodes only if the gate grants it (see below).",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			clients := newGoRedisAll(addrs)
 			ucs := make([]redis.UniversalClient, len(clients))

@@ -25,7 +25,7 @@ func Redsync(nodes int, retryDelay time.Duration) Library {
 	}
 	return Library{
 		Name: name, Module: "github.com/go-redsync/redsync/v4", Kind: Peer, Nodes: nodes,
-		Contended: nodes == 1,
+		Contended: nodes == 1 || retryDelay > 0,
 		Config:    cfg + "; WithExpiry(TTL); a new Mutex per acquisition",
 		How: "Acquire is a plain SET NX PX, release a compare-and-delete script (GET, then DEL) sent as EVALSHA: " +
 			"two round trips, as the floor, with a script on the way out. Each step fans out to every node from a goroutine per node, " +

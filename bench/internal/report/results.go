@@ -18,8 +18,28 @@ type Results struct {
 	Single    []UncontendedRow
 	Redlock   []UncontendedRow
 	Contended []ContendedRow
+	// SQL is scenario D: scenario A's loop on each SQL database.
+	SQL []SQLRows
+	// ZooKeeper is scenario E: A's loop and C's contention on a ZooKeeper
+	// ensemble; nil when not run.
+	ZooKeeper *ZooKeeperRows
 	// Elapsed is the wall time of the whole run.
 	Elapsed time.Duration
+}
+
+// SQLRows are scenario D's rows on one database.
+type SQLRows struct {
+	Database string // "PostgreSQL 15", say
+	Error    string // why the database could not be started, if so
+	Rows     []UncontendedRow
+}
+
+// ZooKeeperRows are scenario E's rows.
+type ZooKeeperRows struct {
+	Servers     int    // members of the ensemble
+	Error       string // why the ensemble could not be started, if so
+	Uncontended []UncontendedRow
+	Contended   []ContendedRow
 }
 
 // Env describes the machine and the software measured.

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ func NewObserver(addrs []string) *Observer {
 	return o
 }
 
+var errNoServer = errors.New("scenario: no Redis server observed")
+
 // Close closes the connections.
 func (o *Observer) Close() {
 	for _, c := range o.clients {
@@ -33,8 +36,12 @@ func (o *Observer) Close() {
 }
 
 // RTT times one PING to the first server, excluded from no count: callers
-// that ping while measuring subtract their pings themselves.
+// that ping while measuring subtract their pings themselves. An Observer
+// of no server (a scenario not on Redis) has no round trip to time.
 func (o *Observer) RTT(ctx context.Context) (time.Duration, error) {
+	if len(o.clients) == 0 {
+		return 0, errNoServer
+	}
 	t := time.Now()
 	err := o.clients[0].Ping(ctx).Err()
 	return time.Since(t), err

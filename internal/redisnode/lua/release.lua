@@ -8,7 +8,11 @@
 -- lease's holds, KEYS[7] the receipts of its holds' releases (sorted set:
 -- owner LF call id -> expiry ms)
 -- ARGV[1] owner, ARGV[2] release channel, ARGV[3] the call's id, ARGV[4] how
--- long the receipt lasts, in ms
+-- long the receipt lasts, in ms, ARGV[5] what the wake-up says: '' the
+-- oldest live fair waiter, or nobody; 't' the released lease's token, by
+-- which a waiter that hears the release from several nodes (Redlock) wakes
+-- once; '-' nothing is published (a failed attempt giving back its
+-- minority, which wakes nobody's chance)
 -- Returns 1 when released (by this call, or by its first sending when this
 -- is a repeat after a lost reply), 0 when the owner did not hold it.
 local v = redis.call('GET', KEYS[1])
@@ -33,7 +37,12 @@ if last then
   -- The receipt lets a repeat of this call, sent again because its reply
   -- was lost, report the release it made. A later releaser overwrites it.
   redis.call('SET', KEYS[5], call, 'PX', ARGV[4])
-  redis.call('PUBLISH', ARGV[2], live_head(KEYS[2], KEYS[3]) or '')
+  local say = ARGV[5]
+  if say == 't' then
+    redis.call('PUBLISH', ARGV[2], string.match(v, '^[^\n]*\n(%d+)') or '')
+  elseif say ~= '-' then
+    redis.call('PUBLISH', ARGV[2], live_head(KEYS[2], KEYS[3]) or '')
+  end
   return 1
 end
 if redis.call('GET', KEYS[5]) == call then

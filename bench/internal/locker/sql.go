@@ -1,0 +1,133 @@
+package locker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // registers "mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/sqllock"
+)
+
+// SQL returns the contenders of the SQL scenario on a database of the
+// database/sql driver drv ("pgx", "mysql" or "sqlite"): the hand-written
+// floor, sqllock's lease table and, where the database has native locks,
+// its connection-scoped mode. New takes the DSN as its only address.
+func SQL(drv string) []Library {
+	libs := []Library{sqlFloor(drv), {
+		Name: "distlock (sqllock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1,
+		Config: "distlock.New(sqllock.New(db), WithTTL(TTL)), the lease table, defaults otherwise",
+		How: "sqllock's lease table: acquire is one upsert whose conditions are judged under the row's lock (free, expired, " +
+			"or this owner's), raising the key's token counter and setting the expiry by the database clock; PostgreSQL and " +
+			"SQLite return the token with RETURNING, MySQL through LAST_INSERT_ID(expr). Release is one UPDATE that checks " +
+			"the owner and marks the row free, keeping its token. Rows are never deleted, so tokens survive restarts.",
+		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			return newSQLLocker(drv, addrs[0], ttl)
+		},
+	}}
+	if drv != "sqlite" {
+		libs = append(libs, Library{
+			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1,
+			Config: "sqllock.New(db, WithConnectionScope())",
+			How: "Connection-scoped mode: a connection from the pool takes the native lock (pg_try_advisory_lock, GET_LOCK) " +
+				"and, on the same connection, raises the token in the lease table and sets the server's idle limit to the TTL; " +
+				"release updates the row, unlocks and restores the session. More round trips than the lease table, in exchange " +
+				"for a lock that ends with its connection.",
+			New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+				return newSQLLocker(drv, addrs[0], ttl, sqllock.WithConnectionScope())
+			},
+		})
+	}
+	return libs
+}
+
+func newSQLLocker(drv, dsn string, ttl time.Duration, opts ...sqllock.Option) (Locker, error) {
+	db, err := sql.Open(drv, dsn)
+	if err != nil {
+		return nil, err
+	}
+	be, err := sqllock.New(db, opts...)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return &distlockLocker{
+		c:     distlock.New(be, distlock.WithTTL(ttl)),
+		close: func() error { return errors.Join(be.Close(), db.Close()) },
+	}, nil
+}
+
+// sqlFloor is the least a lease lock in a table does: an upsert that
+// takes a free or expired row, and a DELETE.
+func sqlFloor(drv string) Library {
+	return Library{
+		Name: "floor: upsert + DELETE", Kind: Floor, Nodes: 1, Role: RoleLock,
+		Config: "INSERT … ON CONFLICT/DUPLICATE KEY UPDATE if expired, then DELETE: two round trips, no token, no owner check",
+		How: "Not a safe lock: no owner in the row, so DELETE may free someone else's lease, and no fencing token. It is the " +
+			"hand-written SQL lock in its barest form, the yardstick of the SQL ×floor ratios.",
+		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			db, err := sql.Open(drv, addrs[0])
+			if err != nil {
+				return nil, err
+			}
+			f := &sqlFloorLocker{db: db, ttl: ttl.Microseconds()}
+			ddl := `CREATE TABLE IF NOT EXISTS bench_floor (name VARCHAR(255) PRIMARY KEY, expires_us BIGINT NOT NULL)`
+			now := `(EXTRACT(EPOCH FROM now())*1000000)::BIGINT`
+			switch drv {
+			case "mysql":
+				now = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
+				f.acquire = `INSERT INTO bench_floor (name, expires_us) VALUES (?, ` + now + ` + ?)
+ON DUPLICATE KEY UPDATE expires_us = IF(expires_us < ` + now + `, VALUES(expires_us), expires_us)`
+				f.release = `DELETE FROM bench_floor WHERE name = ?`
+			default:
+				if drv == "sqlite" {
+					now = `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
+				}
+				f.acquire = `INSERT INTO bench_floor (name, expires_us) VALUES ($1, ` + now + ` + $2)
+ON CONFLICT (name) DO UPDATE SET expires_us = excluded.expires_us WHERE bench_floor.expires_us < ` + now
+				f.release = `DELETE FROM bench_floor WHERE name = $1`
+			}
+			if _, err := db.ExecContext(ctx, ddl); err != nil {
+				return nil, errors.Join(fmt.Errorf("floor table: %w", err), db.Close())
+			}
+			return f, nil
+		},
+	}
+}
+
+type sqlFloorLocker struct {
+	db               *sql.DB
+	ttl              int64
+	acquire, release string
+}
+
+type sqlFloorHeld struct {
+	f   *sqlFloorLocker
+	key string
+}
+
+func (h sqlFloorHeld) Release(ctx context.Context) error {
+	_, err := h.f.db.ExecContext(ctx, h.f.release, h.key)
+	return err
+}
+
+func (f *sqlFloorLocker) TryAcquire(ctx context.Context, key string) (Held, error) {
+	res, err := f.db.ExecContext(ctx, f.acquire, key, f.ttl)
+	if err != nil {
+		return nil, err
+	}
+	// MySQL: 1 inserted, 2 updated, 0 unchanged; the others: 1 or 0.
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, errors.Join(ErrNotObtained, err)
+	}
+	return sqlFloorHeld{f, key}, nil
+}
+
+func (f *sqlFloorLocker) Acquire(context.Context, string) (Held, error) { return nil, errCannotWait }
+
+func (f *sqlFloorLocker) Close() error { return f.db.Close() }

@@ -1,7 +1,0 @@
-//go:build !unix
-
-package redisproc
-
-import "os"
-
-var terminate = os.Kill

@@ -1,0 +1,187 @@
+package etcdlock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/etcdlock"
+	"github.com/distlock-go/distlock/etcdlock/internal/etcdtest"
+)
+
+// The benchmarks compare etcdlock with etcd's own concurrency.Mutex on the
+// same 3-member cluster: one acquire and release without contention, and
+// the hand-off of one lock between two clients that both want it.
+//
+//	go test -run '^$' -bench . -benchtime 2s ./etcdlock
+
+// cluster starts a 3-member cluster for one benchmark.
+func cluster(b *testing.B) *etcdtest.Cluster {
+	return etcdtest.StartCluster(b, 3)
+}
+
+func BenchmarkUncontended(b *testing.B) {
+	c := cluster(b)
+	cli := c.Client(b) // one client for both: the same connections
+	ctx := context.Background()
+	b.Run("etcdlock", func(b *testing.B) {
+		eb := etcdlock.New(cli)
+		defer eb.Close()
+		m := distlock.New(eb, distlock.WithTTL(10*time.Second)).Mutex(uniqueKey("bench"))
+		for b.Loop() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The backend alone, without package distlock's handle: what the
+	// backend's two transactions cost.
+	b.Run("etcdlock-driver", func(b *testing.B) {
+		eb := etcdlock.New(cli)
+		defer eb.Close()
+		key := uniqueKey("bench")
+		for b.Loop() {
+			l := driver.Lease{Key: key, Owner: uniqueKey("owner")}
+			if g, err := eb.Acquire(ctx, driver.Request{Lease: l, TTL: 10 * time.Second}); err != nil || !g.Acquired {
+				b.Fatal(g, err)
+			}
+			if err := eb.Release(ctx, l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("concurrency.Mutex", func(b *testing.B) {
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		m := concurrency.NewMutex(s, uniqueKey("bench"))
+		for b.Loop() {
+			if err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkHandoff: two clients take turns on one lock, each waiting
+// while the other holds it; an operation is one acquire and release.
+func BenchmarkHandoff(b *testing.B) {
+	c := cluster(b)
+	ctx := context.Background()
+	b.Run("etcdlock", func(b *testing.B) {
+		key := uniqueKey("bench")
+		var ms []*distlock.Mutex
+		for range 2 {
+			ms = append(ms, distlock.New(newBackend(b, c), distlock.WithTTL(10*time.Second), distlock.WithFairness()).Mutex(key))
+		}
+		handoff(b, func(i int) (func() error, error) {
+			l, err := ms[i].Lock(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Unlock(ctx) }, nil
+		})
+	})
+	b.Run("concurrency.Mutex", func(b *testing.B) {
+		key := uniqueKey("bench")
+		var ms []*concurrency.Mutex
+		for range 2 {
+			s, err := concurrency.NewSession(c.Client(b), concurrency.WithTTL(10))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
+			ms = append(ms, concurrency.NewMutex(s, key))
+		}
+		handoff(b, func(i int) (func() error, error) {
+			if err := ms[i].Lock(ctx); err != nil {
+				return nil, err
+			}
+			return func() error { return ms[i].Unlock(ctx) }, nil
+		})
+	})
+}
+
+// handoff runs b.N acquisitions split between two goroutines that both
+// contend for the lock lock(i) takes.
+func handoff(b *testing.B, lock func(i int) (unlock func() error, err error)) {
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		n := b.N / 2
+		if i == 0 {
+			n = b.N - n
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				unlock, err := lock(i)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := unlock(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkUncontendedPaired alternates one etcdlock acquire+release with
+// one of concurrency.Mutex, on one client, and reports the time of each
+// (etcdlock-ns/op, mutex-ns/op) and their ratio: on a shared machine, both
+// see the same load, which separate benchmarks do not.
+func BenchmarkUncontendedPaired(b *testing.B) {
+	c := cluster(b)
+	cli := c.Client(b)
+	ctx := context.Background()
+	eb := etcdlock.New(cli)
+	defer eb.Close()
+	em := distlock.New(eb, distlock.WithTTL(10*time.Second)).Mutex(uniqueKey("bench"))
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	cm := concurrency.NewMutex(s, uniqueKey("bench"))
+	var te, tc time.Duration
+	for b.Loop() {
+		start := time.Now()
+		l, err := em.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if err := cm.Lock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := cm.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		te, tc = te+mid.Sub(start), tc+time.Since(mid)
+	}
+	b.ReportMetric(float64(te.Nanoseconds())/float64(b.N), "etcdlock-ns/op")
+	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "mutex-ns/op")
+	b.ReportMetric(float64(te)/float64(tc), "ratio")
+}

@@ -1,0 +1,135 @@
+// Package etcdlock is a distlock backend on etcd v3, through the client
+// go.etcd.io/etcd/client/v3. It is a Go module of its own, so that only
+// programs that import it download etcd's client and gRPC:
+//
+//	go get github.com/distlock-go/distlock/etcdlock
+//
+// Use it with [New] on a *clientv3.Client, or import it for its side
+// effect and open an etcd:// URL with distlock.Open (see [OpenURL]).
+//
+// # How locks are kept
+//
+// A holding is an etcd key per owner under the lock's prefix, attached to
+// an etcd lease (the holds of a re-entrant lock share one: see below). Holdings are ordered by their keys' create revisions:
+// the lowest one holds a mutex, readers hold until the first writer in
+// line, the first n keys hold the permits of a semaphore of n. A fair
+// waiter, or a writer, keeps its key as its place in line and watches only
+// the key just before its own, so a release wakes one waiter (no herd
+// effect), in the order they came. Other waiters do not queue: an attempt
+// that is refused leaves nothing, so such a waiter has no key whose
+// predecessor it could watch (and the driver contract names the owner to
+// Watch only for fair waiters). They are woken by every release of the
+// lock, and all try again: that herd is the price of an unfair lock, and
+// distlock.WithFairness the way to avoid it. A waiter that gives up
+// deletes its key.
+//
+// Every attempt is one transaction that finds the owner's key first, so a
+// reply lost in transit is recovered by the retry with the same owner: it
+// finds the key and reports the same grant, and nothing is left orphaned.
+// A release leaves a receipt key for 5 to 10 seconds, so that a repeated
+// release reports success.
+//
+// # Leases
+//
+// etcd leases have whole-second TTLs, and etcd raises a lease's TTL to its
+// minimum if that is more: 1.5 election timeouts rounded up to whole
+// seconds, which is 2 s with etcd's default election timeout of 1 s. A
+// lock's TTL is rounded up to whole seconds for its lease, so a sub-second
+// TTL gets a 1-second lease, or etcd's minimum. The handle's validity is
+// still the TTL asked for, and a live holder that stops renewing loses its
+// key at that TTL (see below). But a holder that crashes, or loses the
+// cluster, is ended by its lease: a crashed holder of a 100 ms lock blocks
+// the others for 1 to 2 seconds (up to the lease's TTL: 1 s, or 2 s on a
+// cluster with the default election timeout), not 100 ms.
+//
+// The keys of one [Backend] with the same TTL in whole seconds share one
+// lease (a re-entrant lock's excepted: see below), as
+// concurrency.Session's locks do: an acquisition costs one
+// transaction, not also a lease grant and a revocation, and a process
+// keeps one lease alive per TTL, not one per held lock. The backend keeps
+// each lease alive every third of its TTL while it runs, so the lease is
+// what ends the locks of a process that crashed or lost the cluster. A
+// lock whose holder stops renewing it in a live process ends at its own
+// TTL: the backend keeps a deadline per key (renewed by each Refresh, and
+// for a waiter's place by each attempt) and deletes the key when it
+// passes. The deadline is armed before the attempt is sent, so a key
+// whose reply was lost ends at its TTL too, even if the owner never asks
+// again and its release failed.
+//
+// A Refresh with a TTL of other whole seconds moves the key to that TTL's
+// lease, and the holding's Grant.Lost follows it: it closes when the lease
+// the key is on ends (after a move of unknown outcome, any lease it may be
+// on).
+//
+// The local validity of a holding is the TTL asked for or what is left of
+// the lease, whichever is less, measured from before the request was sent,
+// less the drift allowance. When etcd reports the lease gone (expired or
+// revoked), or the lease could not be renewed before its deadline, every
+// lock on it is lost at once: the Lock's Done channel closes and its
+// Context is cancelled with distlock.ErrLockLost.
+//
+// Each call is bounded by [WithCallTimeout] (default [DefaultCallTimeout]),
+// and an Acquire or Refresh also by its TTL, whatever its context: the etcd
+// client waits for a connection as long as its context lets it, so
+// without a bound TryLock(context.Background()) would never return from a
+// cluster out of reach.
+//
+// # Re-entrant locks
+//
+// A re-entrant lock (distlock.WithOwner, distlock.ContextWithOwner) is an
+// anchor key in the lock's line, named after a digest of the identity,
+// whose create revision is the token of every hold, and one key per hold
+// outside the line: the count of holds is kept in etcd. The first hold
+// puts both in one transaction, if the line is empty; another hold puts
+// its key if the anchor still has its create revision; a release deletes
+// the owner's key, and the last one the anchor too, in one transaction. A
+// repeated Acquire puts the same key again and a repeated Release finds
+// its receipt, so a lost reply neither adds a hold nor removes another.
+//
+// The anchor and its holds are on a lease of their own, the identity's,
+// granted for the first hold's TTL (in whole seconds, as above), not on a
+// backend's shared lease: a lock handed to another process (the
+// same identity on another client) must not end when the backend that
+// took it first closes, and must not be kept alive by that backend's
+// other locks. Every backend with a hold keeps the identity's lease alive,
+// and ends its holds (Grant.Lost) when it ends, until its last hold there
+// is released; when no holder renews it, the lease ends the anchor and
+// every hold at once. So a backend that closes, or crashes, holding
+// leaves its hold on the lease: the others keep the lock, which is free
+// within the lease's TTL of the last release of theirs. As for other
+// keys, a holder that stops renewing in a live process ends at its TTL:
+// a backend keeps one deadline per identity, which each Acquire and
+// Refresh of any of its holds extends (renewing one hold renews the
+// others), and when it passes, deletes its holds, and the anchor if no
+// other hold is left. Holds taken through another backend are renewed
+// through that one. A hold with a longer TTL than the identity's lease is
+// trusted for what is left of that lease, and so renewed sooner.
+//
+// On a backend that has a hold of the identity, a nested Acquire is one
+// transaction, and so is the Release of a hold it took. The first hold
+// costs a lease grant and a transaction (a refused attempt keeps the lease
+// for the next). A hold taken through a backend that has none (a
+// hand-over) costs that too, then one keep-alive of the identity's lease,
+// to learn how long it lasts, and the transaction that adds the hold. A
+// Release through a backend that did not take the hold is two
+// transactions. Re-entrant locks are not fair: a Request with both Fair
+// and Reentry fails with errors.ErrUnsupported.
+//
+// # Guarantees
+//
+//	Property             Holds                         Condition
+//	mutual exclusion     yes                           etcd's Raft quorum; the drift allowance covers clock rate differences
+//	fencing token        create revision of the key    strictly increasing per key, durable across leader changes and restarts
+//	lost reply           recovered                     the retry uses the same owner (distlock does this)
+//	lease end notified   yes (Grant.Lost)              expiry or revocation seen by the keep-alive, or its deadline passed
+//	crashed holder       others wait <= its lease TTL  whole seconds, >= 1 s and etcd's minimum (2 s by default)
+//	fair order           FIFO by create revision       with distlock.WithFairness, and for writers
+//	read-write lock      writers queue, readers wait   a queued writer keeps new readers out
+//	semaphore            first n keys                  every client uses the same n
+//	re-entrant locks     holds counted in etcd         not fair; the identity's own lease, kept alive by every backend holding it
+//	handed-over lock     outlives the first backend    a closed or crashed backend's holds end with the lease, <= its TTL after the others' last release
+//	Inspect TTL          etcd's whole seconds          the longest remaining lease of the holders
+//
+// Tokens are etcd revisions, so they grow with every write to the cluster,
+// not by one per holding; package fence works with them unchanged.
+package etcdlock

@@ -1,0 +1,57 @@
+package etcdlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock-go/distlock/distlocktest"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/etcdlock"
+	"github.com/distlock-go/distlock/etcdlock/internal/etcdtest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance(t, etcdtest.Start(t))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	conformance(t, etcdtest.StartCluster(t, 3))
+}
+
+func conformance(t *testing.T, c *etcdtest.Cluster) {
+	admin := c.Client(t)
+	distlocktest.Run(t, distlocktest.Harness{
+		NewBackend: func(tb testing.TB) driver.Backend { return newBackend(tb, c) },
+		Expire:     func(tb testing.TB, key string) { expire(tb, admin, key) },
+		// etcd leases are whole seconds, and a write on a loaded
+		// three-member cluster can take a good part of 200ms.
+		TTL: time.Second,
+	})
+}
+
+// newBackend returns a backend on a client of its own, closed at cleanup.
+func newBackend(tb testing.TB, c *etcdtest.Cluster, opts ...etcdlock.Option) *etcdlock.Backend {
+	b := etcdlock.New(c.Client(tb), opts...)
+	tb.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// expire deletes every holding of key behind its holders' backs, and
+// the holds of a re-entrant lease.
+func expire(tb testing.TB, cli *clientv3.Client, key string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cli.Txn(ctx).Then(
+		clientv3.OpDelete(lockPrefix(key), clientv3.WithPrefix()),
+		clientv3.OpDelete(holdPrefix(key), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		tb.Fatalf("expire %q: %v", key, err)
+	}
+}

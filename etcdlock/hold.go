@@ -1,0 +1,304 @@
+package etcdlock
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A lease is shared by every key of the backend with the same TTL in
+// seconds, and kept alive as long as the backend runs; it ends the keys
+// of a backend that stopped (a crashed or partitioned process). A key
+// must also end when its own holder stops renewing it: the backend keeps
+// a deadline per key (the TTL of the holding, or the Queue of a waiter's
+// place, from the start of the attempt or renewal that set it) and
+// deletes the key when it passes.
+//
+// The deadline is armed before an attempt sends anything: a key whose
+// reply was lost, and that nobody asks for again or releases, ends at its
+// TTL like any other, not with the lease.
+//
+// The deadline of a holding also knows the lease its key is on, which a
+// Refresh with a TTL of other whole seconds changes, and the holding's
+// Grant.Lost channel: it closes when that lease ends (or, after a move
+// whose outcome is unknown, any lease the key may be on).
+
+// deadline is the local end of one key of this backend.
+type deadline struct {
+	rev   int64 // the key's create revision; 0 until a reply tells it
+	at    time.Time
+	timer *time.Timer
+	// on, for a holding, lists the leases its key may be on: one, or
+	// more after moves of unknown outcome; the last is the one moved to.
+	// Empty for a waiter's place.
+	on   []*lease
+	lost chan struct{} // a holding's Grant.Lost
+
+	// holds, for the deadline of a re-entrant identity (keyed by its
+	// anchor, see reentry.go), lists the hold keys this backend put or
+	// may have put; nil for any other key.
+	holds map[string]bool
+
+	// lapsing, while the key is being deleted, is closed once it is:
+	// a new attempt of the owner waits, so that the deletion cannot
+	// take a key that attempt puts or confirms.
+	lapsing chan struct{}
+}
+
+// arm makes the owner's key end at at, or later if its deadline is later,
+// before an attempt that may put it is sent. If the key is being deleted
+// for a passed deadline, it waits until it is.
+func (b *Backend) arm(ctx context.Context, key string, at time.Time) error {
+	d, err := b.settledDeadline(ctx, key)
+	if err != nil {
+		return err
+	}
+	switch {
+	case d == nil:
+		b.newDeadline(key, 0, at)
+	case at.After(d.at):
+		d.at = at
+		d.timer.Reset(time.Until(at))
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// settledDeadline locks b.mu and returns key's deadline (nil if it has
+// none) once it is not being deleted for a passed deadline, waiting until
+// such a deletion is done. On a nil error b.mu is held; on ctx's error it
+// is not.
+func (b *Backend) settledDeadline(ctx context.Context, key string) (*deadline, error) {
+	for {
+		b.mu.Lock()
+		d := b.deadlines[key]
+		if d == nil || d.lapsing == nil {
+			return d, nil
+		}
+		wait := d.lapsing
+		b.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// setDeadline makes the key, created at rev, end at at (unless it is
+// extended first), as a reply told. l is the lease of a holding, nil for
+// a waiter's place; for a holding, it returns the channel that closes when
+// l ends. A key being deleted for a passed deadline is left to it: the
+// grant the reply brings is already past its validity.
+func (b *Backend) setDeadline(key string, rev int64, at time.Time, l *lease) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	switch {
+	case d != nil && d.lapsing != nil:
+		return d.lost
+	case d != nil && (d.rev == rev || d.rev == 0):
+		d.rev, d.at = rev, at
+		d.timer.Reset(time.Until(at))
+	default:
+		if d != nil {
+			d.timer.Stop()
+		}
+		d = b.newDeadline(key, rev, at)
+	}
+	if l == nil {
+		return nil
+	}
+	if d.lost == nil || closed(d.lost) || len(d.on) != 1 || d.on[0] != l {
+		d.on, d.lost = []*lease{l}, make(chan struct{})
+		if l.gone() {
+			close(d.lost)
+		}
+	}
+	return d.lost
+}
+
+// newDeadline adds a deadline; b.mu must be held.
+func (b *Backend) newDeadline(key string, rev int64, at time.Time) *deadline {
+	if b.deadlines == nil {
+		b.deadlines = make(map[string]*deadline)
+	}
+	d := &deadline{rev: rev, at: at}
+	d.timer = time.AfterFunc(time.Until(at), func() { b.lapse(key, d) })
+	b.deadlines[key] = d
+	return d
+}
+
+// leaseEnded ends the holdings on l: l is gone.
+func (b *Backend) leaseEnded(l *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range b.deadlines {
+		if d.lost != nil && slices.Contains(d.on, l) && !closed(d.lost) {
+			close(d.lost)
+		}
+	}
+}
+
+// moving notes that the holding of key is being moved to lease to: until
+// moved or unmoved says where it is, the end of any lease it may be on
+// ends it.
+func (b *Backend) moving(key string, to *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lost == nil || slices.Contains(d.on, to) {
+		return
+	}
+	d.on = append(d.on, to)
+	if to.gone() && !closed(d.lost) {
+		close(d.lost)
+	}
+}
+
+// unmoved notes that a move of the holding of key to lease to was not
+// applied.
+func (b *Backend) unmoved(key string, to *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && len(d.on) > 1 && d.on[len(d.on)-1] == to {
+		d.on = d.on[:len(d.on)-1]
+	}
+}
+
+// moved notes that the holding of key is on lease l alone.
+func (b *Backend) moved(key string, l *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.lost != nil && slices.Contains(d.on, l) {
+		d.on = []*lease{l}
+	}
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// holding returns the lease of the owner's holding of key, nil if the
+// backend keeps none: released, ended (its lease or its deadline), or only
+// a waiter's place.
+func (b *Backend) holding(key string) *lease {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lost == nil || closed(d.lost) {
+		return nil // a deletion for a passed deadline closes lost first
+	}
+	return d.on[len(d.on)-1]
+}
+
+// extendDeadline moves the deadline of a holding's key to at, if that is
+// later. It reports false if the backend no longer keeps the holding.
+func (b *Backend) extendDeadline(key string, at time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || len(d.on) == 0 {
+		return false
+	}
+	if at.After(d.at) {
+		d.at = at
+		d.timer.Reset(time.Until(at))
+	}
+	return true
+}
+
+// forget drops the deadline of key: it was released, or is known not to
+// exist. A deletion under way finishes.
+func (b *Backend) forget(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.lapsing == nil {
+		d.timer.Stop()
+		delete(b.deadlines, key)
+	}
+}
+
+// lapse runs on d's timer: the key is deleted if d has passed. A key
+// whose create revision is unknown (its attempt's reply was lost) is
+// deleted whatever its revision: no attempt of the owner runs meanwhile.
+func (b *Backend) lapse(key string, d *deadline) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.deadlines[key] != d || d.lapsing != nil {
+		return
+	}
+	if wait := time.Until(d.at); wait > 0 {
+		d.timer.Reset(wait)
+		return
+	}
+	d.lapsing = make(chan struct{})
+	if d.lost != nil && !closed(d.lost) {
+		close(d.lost) // the holding ends with its key
+	}
+	if d.holds != nil {
+		b.lapseIdentity(key, d)
+		return
+	}
+	done := func() {
+		b.mu.Lock()
+		if b.deadlines[key] == d {
+			delete(b.deadlines, key)
+		}
+		close(d.lapsing)
+		b.mu.Unlock()
+	}
+	rev := d.rev
+	started := b.goLocked(func() {
+		defer done()
+		// Retried for a while; a cluster out of reach that long has
+		// stopped the keep-alive too, and the lease ends the key.
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		defer cancel()
+		for ctx.Err() == nil {
+			txn := b.cli.Txn(ctx)
+			if rev != 0 {
+				txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+			}
+			if _, err := txn.Then(clientv3.OpDelete(key)).Commit(); err == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
+	if !started { // closed: the lease, no longer kept alive, ends the key
+		delete(b.deadlines, key)
+		close(d.lapsing)
+	}
+}
+
+// goLocked runs f in a goroutine that Close waits for, unless the backend
+// is closed; b.mu must be held. It reports whether f runs.
+func (b *Backend) goLocked(f func()) bool {
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// goTracked is goLocked for a caller that does not hold b.mu.
+func (b *Backend) goTracked(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.goLocked(f)
+}

@@ -1,0 +1,7 @@
+package distlock
+
+// Hooks for the external tests.
+var (
+	LinesHeld   = linesHeld
+	LineWaiting = lineWaiting
+)

@@ -1,0 +1,78 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/keylist"
+)
+
+// List implements driver.Backend with one query for the held names, then
+// an Inspect of each.
+func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
+	if err := b.start(ctx); err != nil {
+		return nil, err
+	}
+	// LIKE narrows the scan (SQLite's ignores ASCII case); the prefix
+	// test below decides.
+	pattern := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix) + "%"
+	// Exclusive leases in the lease table, readers and permits in the
+	// holds table.
+	q := prepare(b.dialect, b.table, `SELECT name FROM {table} WHERE owners <> '' AND expires_us > {now} AND name LIKE $1 ESCAPE '!'
+UNION SELECT name FROM {holds} WHERE released_us = 0 AND expires_us > {now} AND name LIKE $1 ESCAPE '!' ORDER BY name`)
+	rows, err := b.db.QueryContext(ctx, q.query, q.args(pattern)...)
+	if err != nil {
+		return nil, fmt.Errorf("sqllock: list: %w", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name []byte
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("sqllock: list: %w", err)
+		}
+		if strings.HasPrefix(string(name), prefix) {
+			names = append(names, string(name))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqllock: list: %w", err)
+	}
+	return keylist.Held(ctx, names, b.Inspect)
+}
+
+// Break implements driver.Backend: Inspect, then one statement that marks
+// the row free (keeping its token) and, on PostgreSQL, notifies waiters;
+// for a read-write lock or a semaphore, one that ends its holds. A
+// connection-scoped lock is broken by ending the holder's connection on
+// the server (pg_terminate_backend, KILL), which needs the right to: the
+// same database user, or an administrator's.
+func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
+	info, err := b.Inspect(ctx, key)
+	if err != nil || !info.Held {
+		return info, err
+	}
+	if b.conns != nil {
+		if err := b.endHolder(ctx, key); err != nil {
+			return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
+		}
+	}
+	if info.Kind != driver.Exclusive {
+		h := prepare(b.dialect, b.table, `UPDATE {holds} SET expires_us = 0 WHERE name = $1 AND released_us = 0 AND kind <> `+strconv.Itoa(claim))
+		if _, err := b.db.ExecContext(ctx, h.query, h.args(key)...); err != nil {
+			return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
+		}
+	}
+	q := `UPDATE {table} SET owners = '', holds = 0, expires_us = 0, reentry = '' WHERE name = $1 AND owners <> ''`
+	if b.dialect == Postgres {
+		q = `WITH r AS (` + q + ` RETURNING 1)
+SELECT count(*), count(pg_notify('{channel}', $1)::TEXT) FROM r`
+	}
+	if _, err := b.exec(ctx, prepare(b.dialect, b.table, q), key); err != nil {
+		return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
+	}
+	return info, nil
+}

@@ -1,0 +1,523 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// WithConnectionScope switches the backend to connection-scoped locks,
+// on PostgreSQL (session advisory locks) and MySQL or MariaDB (GET_LOCK):
+// each holding keeps one connection of the pool for itself and holds the
+// database's native lock on it, and the lock ends when that connection
+// does. Tokens still come from the lease table, whose row for the key
+// also shows the holding to Inspect. New rejects it on SQLite.
+//
+// The lease's TTL becomes the connection's idle limit on the server
+// (idle_session_timeout on PostgreSQL 14 or newer; wait_timeout, in whole
+// seconds rounded up, on MySQL): a holder that stops renewing, because it
+// stalled or lost the network, is disconnected by the server, which frees
+// the lock. Each renewal is a statement on the held connection. The
+// backend checks every [WithLossCheck] interval, on one pooled
+// connection for all its holdings, that each holding's connection still
+// holds its lock; when one does not (the connection was killed, the
+// server restarted), the handle ends at once through Grant.Lost.
+//
+// Use it when locks should end the moment their holder's connection does
+// (a crashed holder frees its locks without waiting out a TTL), or to
+// coordinate with other code that takes the same native locks (see
+// [AdvisoryLockKey] and [NativeLockName]). Keep the table-based default
+// for re-entrant locks, for holders that share locks across processes by
+// owner, and where a pinned connection per held lock is too dear: count
+// one connection per held lock, plus one, in db.SetMaxOpenConns. A key is
+// used in one mode only: the two modes do not exclude each other.
+// Connection-scoped locks are exclusive, not re-entrant and not fair;
+// Close ends them, closing their connections.
+func WithConnectionScope() Option { return func(b *Backend) { b.conns = &connMode{} } }
+
+// WithLossCheck sets how often a connection-scoped backend checks that its
+// holdings' connections still hold their locks (default 250ms): the
+// longest a lost connection goes unnoticed, and the period of one query
+// while the backend holds any lock.
+func WithLossCheck(every time.Duration) Option { return func(b *Backend) { b.lossCheck = every } }
+
+// DefaultLossCheck is the default interval of [WithLossCheck].
+const DefaultLossCheck = 250 * time.Millisecond
+
+// AdvisoryLockKey is the PostgreSQL advisory lock key that a
+// connection-scoped backend takes for key: the first eight bytes of
+// SHA-256("distlock:" + key), big-endian. pg_locks shows it as classid
+// (high 32 bits) and objid (low 32 bits) with objsubid 1.
+func AdvisoryLockKey(key string) int64 {
+	sum := sha256.Sum256([]byte("distlock:" + key))
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// NativeLockName is the MySQL lock name (for GET_LOCK and IS_USED_LOCK)
+// that a connection-scoped backend takes for key: "distlock:" and 27
+// bytes of SHA-256("distlock:" + key) in hex, within MySQL's 64
+// characters. MySQL lock names are server-wide, not per database.
+func NativeLockName(key string) string {
+	sum := sha256.Sum256([]byte("distlock:" + key))
+	return "distlock:" + hex.EncodeToString(sum[:27])
+}
+
+// connMode is the state of a connection-scoped backend: the holdings of
+// this process, each on its own connection.
+type connMode struct {
+	mu       sync.Mutex
+	leases   map[leaseID]*connLease
+	released map[leaseID]time.Time // recent releases, so that a repeat reports success
+	checking bool                  // the loss check runs
+	closed   bool
+	stop     chan struct{}
+	done     chan struct{}
+
+	acquire, take, refresh, release, unset stmt
+}
+
+type leaseID struct{ key, owner string }
+
+// connLease is one connection-scoped holding.
+type connLease struct {
+	id     leaseID
+	conn   *sql.Conn
+	server int64 // the connection's id on the server: backend pid or CONNECTION_ID()
+	token  uint64
+	idle   int64 // MySQL: the wait_timeout in force, seconds
+	lost   chan struct{}
+}
+
+// rememberRelease is how long a released owner's repeat reports success.
+const rememberRelease = time.Minute
+
+func (b *Backend) prepareConnStatements() {
+	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	c := b.conns
+	// $1 name, $2 native lock (key or name); refused: the row's remaining lease.
+	if b.dialect == Postgres {
+		c.acquire = p(`SELECT pg_try_advisory_lock($2), pg_backend_pid(), (SELECT expires_us - {now} FROM {table} WHERE name = $1)`)
+	} else {
+		c.acquire = p(`SELECT COALESCE(GET_LOCK($2, 0), 0), CONNECTION_ID(), (SELECT expires_us - {now} FROM {table} WHERE name = $1)`)
+	}
+	// The native lock is held: the next token, whatever the row said.
+	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 meta, $5 the
+	// idle limit (PostgreSQL, ms).
+	const set = `token = t.token + 1, owners = $2, holds = 1, expires_us = {now} + $3, since_us = {now}, meta = $4, reentry = ''`
+	if b.dialect == Postgres {
+		c.take = p(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $2, 1, 1, {now} + $3, {now}, $4, '')
+	ON CONFLICT (name) DO UPDATE SET ` + set + `
+	RETURNING t.token, set_config('idle_session_timeout', $5, false)`)
+	} else {
+		c.take = p(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $2, LAST_INSERT_ID(1), 1, {now} + $3, {now}, $4, '')
+	ON DUPLICATE KEY UPDATE ` + strings.Replace(strings.ReplaceAll(set, "t.", ""), "token + 1", "LAST_INSERT_ID(token + 1)", 1))
+	}
+	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 idle limit (ms).
+	if b.dialect == Postgres {
+		c.refresh = p(`WITH u AS (UPDATE {table} SET expires_us = {now} + $3 WHERE name = $1 AND owners = $2 RETURNING 1)
+SELECT set_config('idle_session_timeout', $4, false)`)
+	} else {
+		c.refresh = p(`UPDATE {table} SET expires_us = {now} + $3 WHERE name = $1 AND owners = $2`)
+	}
+	// $1 name, $2 owner, $3 the owner between commas, $4 native lock.
+	const free = `UPDATE {table} SET owners = '', holds = 0, expires_us = 0, last_owner = $2 WHERE name = $1 AND owners = $3`
+	if b.dialect == Postgres {
+		// The notice goes out whether or not this backend listens:
+		// waiters in other processes may.
+		c.release = p(`WITH r AS (` + free + ` RETURNING 1)
+SELECT pg_advisory_unlock($4), set_config('idle_session_timeout', '0', false), pg_notify('{channel}', $1)::TEXT`)
+	} else {
+		c.release = p(free)
+		c.unset = p(`SELECT RELEASE_LOCK($4)`)
+	}
+}
+
+// nativeKey is what the dialect's native lock is called for key.
+func (b *Backend) nativeKey(key string) any {
+	if b.dialect == Postgres {
+		return AdvisoryLockKey(key)
+	}
+	return NativeLockName(key)
+}
+
+// idleMS is PostgreSQL's idle_session_timeout for a lease of ttl.
+func idleMS(ttl time.Duration) string {
+	return strconv.FormatInt(int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
+}
+
+// idleSeconds is MySQL's wait_timeout for a lease of ttl.
+func idleSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) / time.Second) }
+
+// discard closes conn for good: database/sql drops a connection whose
+// Raw callback reports driver.ErrBadConn. The server then ends the
+// session and frees its locks.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	_ = conn.Close()
+}
+
+func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
+	if req.Reentry != "" {
+		return driver.Grant{}, fmt.Errorf("sqllock: re-entrant connection-scoped locks: %w", errors.ErrUnsupported)
+	}
+	c := b.conns
+	id := leaseID{req.Key, req.Owner}
+	c.mu.Lock()
+	l, closed := c.leases[id], c.closed
+	c.mu.Unlock()
+	if closed {
+		return driver.Grant{}, errors.New("sqllock: Acquire on a closed backend")
+	}
+	if l != nil { // a repeat: the same grant, extended
+		if _, err := b.refreshConn(ctx, l, req.TTL); err == nil {
+			return driver.Grant{Acquired: true, Token: l.token, ValidFor: req.TTL - b.drift(req.TTL), Lost: l.lost}, nil
+		}
+		// The holding is gone: a new attempt.
+	}
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	var (
+		got    bool
+		server int64
+		left   sql.NullInt64
+	)
+	err = conn.QueryRowContext(ctx, c.acquire.query, c.acquire.args(req.Key, b.nativeKey(req.Key))...).Scan(&got, &server, &left)
+	if err != nil {
+		discard(conn) // frees the native lock if the reply was lost
+		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	if !got {
+		conn.Close()
+		g := driver.Grant{}
+		if left.Valid {
+			g.RetryAfter = max(time.Duration(left.Int64)*time.Microsecond, time.Millisecond)
+		}
+		return g, nil
+	}
+	l = &connLease{id: id, conn: conn, server: server, lost: make(chan struct{})}
+	var token int64
+	args := c.take.args(req.Key, listed(req.Owner), micros(req.TTL), meta, idleMS(req.TTL))
+	if b.dialect == Postgres {
+		var setting string
+		err = conn.QueryRowContext(ctx, c.take.query, args...).Scan(&token, &setting)
+	} else {
+		l.idle = idleSeconds(req.TTL)
+		_, err = conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.idle, 10))
+		if err == nil {
+			var res sql.Result
+			if res, err = conn.ExecContext(ctx, c.take.query, args...); err == nil {
+				token, err = res.LastInsertId()
+			}
+		}
+	}
+	if err != nil {
+		discard(conn)
+		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	l.token = uint64(token)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		discard(conn)
+		return driver.Grant{}, errors.New("sqllock: Acquire on a closed backend")
+	}
+	if c.leases == nil {
+		c.leases = make(map[leaseID]*connLease)
+	}
+	c.leases[id] = l
+	if !c.checking {
+		c.checking = true
+		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		go b.checkLoss(c.stop, c.done)
+	}
+	c.mu.Unlock()
+	return driver.Grant{Acquired: true, Token: l.token, ValidFor: req.TTL - b.drift(req.TTL), Lost: l.lost}, nil
+}
+
+// drop takes l out of the holdings, if it is still there, closes its
+// connection and, unless it was released, reports it lost. It returns
+// whether l was there.
+func (c *connMode) drop(l *connLease, released bool) bool {
+	c.mu.Lock()
+	there := c.leases[l.id] == l
+	if there {
+		delete(c.leases, l.id)
+		if released {
+			if c.released == nil {
+				c.released = make(map[leaseID]time.Time)
+			}
+			now := time.Now()
+			for id, at := range c.released {
+				if now.Sub(at) > rememberRelease {
+					delete(c.released, id)
+				}
+			}
+			c.released[l.id] = now
+		}
+	}
+	c.mu.Unlock()
+	if there && !released {
+		close(l.lost)
+		discard(l.conn)
+	}
+	return there
+}
+
+func (c *connMode) lease(l driver.Lease) *connLease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leases[leaseID{l.Key, l.Owner}]
+}
+
+func (b *Backend) refreshConn(ctx context.Context, l *connLease, ttl time.Duration) (time.Duration, error) {
+	c := b.conns
+	args := c.refresh.args(l.id.key, listed(l.id.owner), micros(ttl), idleMS(ttl))
+	var err error
+	if b.dialect == Postgres {
+		var setting string
+		err = l.conn.QueryRowContext(ctx, c.refresh.query, args...).Scan(&setting)
+	} else {
+		if s := idleSeconds(ttl); s != l.idle {
+			if _, err = l.conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(s, 10)); err == nil {
+				l.idle = s
+			}
+		}
+		if err == nil {
+			_, err = l.conn.ExecContext(ctx, c.refresh.query, args...)
+		}
+	}
+	if err != nil {
+		// The connection is gone or in an unknown state: closing it
+		// ends the holding for sure.
+		c.drop(l, false)
+		return 0, fmt.Errorf("sqllock: refresh: %v: %w", err, driver.ErrNotHeld)
+	}
+	return ttl - b.drift(ttl), nil
+}
+
+func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
+	c := b.conns
+	l := c.lease(lease)
+	if l == nil {
+		c.mu.Lock()
+		_, repeat := c.released[leaseID{lease.Key, lease.Owner}]
+		c.mu.Unlock()
+		if repeat {
+			return nil
+		}
+		return driver.ErrNotHeld
+	}
+	raw := []any{lease.Key, lease.Owner, listed(lease.Owner), b.nativeKey(lease.Key)}
+	args := c.release.args(raw...)
+	var (
+		unlocked bool
+		err      error
+	)
+	if b.dialect == Postgres {
+		var setting, notified string
+		err = l.conn.QueryRowContext(ctx, c.release.query, args...).Scan(&unlocked, &setting, &notified)
+	} else {
+		if _, err = l.conn.ExecContext(ctx, c.release.query, args...); err == nil {
+			var n sql.NullInt64
+			if err = l.conn.QueryRowContext(ctx, c.unset.query, c.unset.args(raw...)...).Scan(&n); err == nil {
+				unlocked = n.Int64 == 1
+				_, err = l.conn.ExecContext(ctx, "SET SESSION wait_timeout = DEFAULT")
+			}
+		}
+	}
+	if err == nil && unlocked {
+		if c.drop(l, true) {
+			l.conn.Close() // back to the pool, its session settings restored
+		}
+		return nil
+	}
+	// The statement failed, or the connection no longer held the lock.
+	// Whether this holding still had it when the call began decides the
+	// answer; closing the connection ends it either way.
+	held := false
+	if err != nil {
+		held = b.stillHeld(l)
+	}
+	if held {
+		c.drop(l, true)
+		discard(l.conn)
+		return nil
+	}
+	c.drop(l, false)
+	return driver.ErrNotHeld
+}
+
+// stillHeld asks, on another connection, whether l's connection holds its
+// native lock. When it cannot tell, it says no.
+func (b *Backend) stillHeld(l *connLease) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), max(4*b.lossCheck, 2*time.Second))
+	defer cancel()
+	held, err := b.nativeHolders(ctx, []*connLease{l})
+	return err == nil && held[l]
+}
+
+// nativeHolders reports which of leases hold their native lock, in one
+// query on a pooled connection.
+func (b *Backend) nativeHolders(ctx context.Context, leases []*connLease) (map[*connLease]bool, error) {
+	held := make(map[*connLease]bool, len(leases))
+	if b.dialect == Postgres {
+		pids := make([]int64, len(leases))
+		for i, l := range leases {
+			pids[i] = l.server
+		}
+		rows, err := b.db.QueryContext(ctx, `SELECT pid, classid::BIGINT, objid::BIGINT FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = ANY($1::BIGINT[])`, pids)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		type lock struct{ pid, hi, lo int64 }
+		have := make(map[lock]bool)
+		for rows.Next() {
+			var k lock
+			if err := rows.Scan(&k.pid, &k.hi, &k.lo); err != nil {
+				return nil, err
+			}
+			have[k] = true
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		for _, l := range leases {
+			k := uint64(AdvisoryLockKey(l.id.key))
+			held[l] = have[lock{l.server, int64(k >> 32), int64(k & 0xffffffff)}]
+		}
+		return held, nil
+	}
+	cols := make([]string, len(leases))
+	args := make([]any, len(leases))
+	ids := make([]sql.NullInt64, len(leases))
+	dest := make([]any, len(leases))
+	for i, l := range leases {
+		cols[i], args[i], dest[i] = "IS_USED_LOCK(?)", NativeLockName(l.id.key), &ids[i]
+	}
+	if err := b.db.QueryRowContext(ctx, "SELECT "+strings.Join(cols, ", "), args...).Scan(dest...); err != nil {
+		return nil, err
+	}
+	for i, l := range leases {
+		held[l] = ids[i].Valid && ids[i].Int64 == l.server
+	}
+	return held, nil
+}
+
+// checkLoss ends the holdings whose connections lost their locks, every
+// lossCheck, until stop is closed.
+func (b *Backend) checkLoss(stop, done chan struct{}) {
+	defer close(done)
+	c := b.conns
+	tick := time.NewTicker(b.lossCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		leases := make([]*connLease, 0, len(c.leases))
+		for _, l := range c.leases {
+			leases = append(leases, l)
+		}
+		c.mu.Unlock()
+		if len(leases) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(4*b.lossCheck, 2*time.Second))
+		held, err := b.nativeHolders(ctx, leases)
+		cancel()
+		if err != nil {
+			continue // the server cannot say now; renewals will tell
+		}
+		for _, l := range leases {
+			if !held[l] {
+				c.drop(l, false)
+			}
+		}
+	}
+}
+
+// nativeHeld reports whether some connection holds key's native lock.
+func (b *Backend) nativeHeld(ctx context.Context, key string) (bool, error) {
+	var held bool
+	if b.dialect == Postgres {
+		k := uint64(AdvisoryLockKey(key))
+		err := b.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+AND objsubid = 1 AND granted AND classid::BIGINT = $1 AND objid::BIGINT = $2)`, int64(k>>32), int64(k&0xffffffff)).Scan(&held)
+		return held, err
+	}
+	err := b.db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?) IS NOT NULL`, NativeLockName(key)).Scan(&held)
+	return held, err
+}
+
+// endHolder ends, on the server, the connection that holds key's native
+// lock, if any, and waits (up to ctx) until the lock is free.
+func (b *Backend) endHolder(ctx context.Context, key string) error {
+	if b.dialect == Postgres {
+		k := uint64(AdvisoryLockKey(key))
+		_, err := b.db.ExecContext(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND classid::BIGINT = $1 AND objid::BIGINT = $2`,
+			int64(k>>32), int64(k&0xffffffff))
+		return err
+	}
+	name := NativeLockName(key)
+	var failed int64 // a connection that KILL failed to end
+	for {
+		var id sql.NullInt64
+		if err := b.db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?)`, name).Scan(&id); err != nil || !id.Valid {
+			return err
+		}
+		// KILL fails on a connection that ended meanwhile: only a second
+		// failure on the same one is an error.
+		if _, err := b.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id.Int64, 10)); err != nil {
+			if failed == id.Int64 {
+				return err
+			}
+			failed = id.Int64
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// close ends the connection-scoped holdings and their loss check.
+func (c *connMode) close() {
+	c.mu.Lock()
+	c.closed = true
+	leases := make([]*connLease, 0, len(c.leases))
+	for _, l := range c.leases {
+		leases = append(leases, l)
+	}
+	stop, done := c.stop, c.done
+	c.checking = false
+	c.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+	for _, l := range leases {
+		c.drop(l, false)
+	}
+}

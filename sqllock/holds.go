@@ -1,0 +1,317 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// Read-write locks and semaphores keep one row per holder in a second
+// table, the lease table's name followed by "_holds" (see [Schema]), since
+// each reader and each permit expires with its own holder. The key's row
+// in the lease table is their mutex and their token counter: an
+// acquisition locks it, clears the key's expired holds, reads the others
+// and decides, in one transaction. That is six round trips (lock, clear,
+// read, count the token, add the hold, commit) where a mutex takes one;
+// Release and Refresh stay single statements.
+//
+// On MySQL the transaction runs at READ COMMITTED (see acquireSharedTx).
+
+// claim is the kind of a waiting writer's row: it keeps new readers out
+// until its Queue runs out.
+const claim = 9
+
+// holdsTable names the holds table of a lease table.
+func holdsTable(table string) string { return table + "_holds" }
+
+// keepReleased is how long a released hold is remembered, so that a
+// repeated Release reports success.
+const keepReleased = time.Minute
+
+// holdsSchema is the DDL of the holds table:
+//
+//	name        the key
+//	owner       the holder's owner token
+//	kind        1 write, 2 read, 3 permit (driver.Kind), 9 a waiting
+//	            writer's claim
+//	token       the hold's fencing token, from the key's counter
+//	expires_us  the hold's end by the database clock; 0 once released
+//	released_us when the hold was released, or 0
+//	meta        the holder's metadata, a JSON object
+func holdsSchema(d Dialect, table string) string {
+	key, owner, kind, text, tail := "TEXT", "TEXT", "INTEGER", "TEXT NOT NULL DEFAULT ''", ""
+	switch d {
+	case Postgres:
+		kind = "SMALLINT"
+	case MySQL:
+		key, owner, kind, text, tail = "VARBINARY("+strconv.Itoa(maxKeyBytes)+")", "VARBINARY("+strconv.Itoa(maxOwnerBytes)+")", "SMALLINT", "TEXT NOT NULL", " ENGINE=InnoDB"
+	}
+	return `CREATE TABLE IF NOT EXISTS ` + holdsTable(table) + ` (
+	name        ` + key + ` NOT NULL,
+	owner       ` + owner + ` NOT NULL,
+	kind        ` + kind + ` NOT NULL,
+	token       BIGINT NOT NULL,
+	expires_us  BIGINT NOT NULL,
+	released_us BIGINT NOT NULL DEFAULT 0,
+	meta        ` + text + `,
+	PRIMARY KEY (name, owner)
+)` + tail
+}
+
+// holdStmts are the statements on the holds table. Placeholders: $1 name,
+// $2 owner, $3 ttl (µs), $4 kind, $5 token, $6 meta.
+type holdStmts struct {
+	lock, clear, list, count, add, extend, release, withdraw, released, refresh, holding, inspect stmt
+}
+
+func (b *Backend) prepareHoldStatements() {
+	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	s := &b.holds
+	live := `released_us = 0 AND expires_us > {now} AND kind <> ` + strconv.Itoa(claim)
+	// The key's row, created if need be, locked until the commit.
+	switch b.dialect {
+	case MySQL:
+		s.lock = p(`INSERT INTO {table} (name, owners, meta) VALUES ($1, '', '') ON DUPLICATE KEY UPDATE token = token`)
+		s.count = p(`UPDATE {table} SET token = LAST_INSERT_ID(token + 1) WHERE name = $1`)
+	default:
+		q := `INSERT INTO {table} AS t (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET token = t.token`
+		if b.dialect == SQLite {
+			q = strings.NewReplacer(" AS t ", " ", "t.", "").Replace(q)
+		}
+		s.lock = p(q)
+		s.count = p(`UPDATE {table} SET token = token + 1 WHERE name = $1 RETURNING token`)
+	}
+	s.clear = p(`DELETE FROM {holds} WHERE name = $1 AND ((released_us = 0 AND expires_us <= {now}) OR (released_us > 0 AND released_us < {now} - ` + strconv.FormatInt(keepReleased.Microseconds(), 10) + `))`)
+	s.list = p(`SELECT owner, kind, token, expires_us - {now}, released_us FROM {holds} WHERE name = $1`)
+	const cols = `(name, owner, kind, token, expires_us, released_us, meta) VALUES ($1, $2, $4, $5, {now} + $3, 0, $6)`
+	if b.dialect == MySQL {
+		s.add = p(`INSERT INTO {holds} ` + cols + ` ON DUPLICATE KEY UPDATE kind = VALUES(kind), token = VALUES(token), expires_us = VALUES(expires_us), released_us = 0, meta = VALUES(meta)`)
+	} else {
+		s.add = p(`INSERT INTO {holds} ` + cols + ` ON CONFLICT (name, owner) DO UPDATE SET kind = excluded.kind, token = excluded.token, expires_us = excluded.expires_us, released_us = 0, meta = excluded.meta`)
+	}
+	s.extend = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2`)
+	release := `UPDATE {holds} SET released_us = {now}, expires_us = 0 WHERE name = $1 AND owner = $2 AND ` + live
+	if b.dialect == Postgres {
+		// The notice goes out when the statement commits.
+		release = `WITH r AS (` + release + ` RETURNING 1)
+SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
+	}
+	s.release = p(release)
+	s.withdraw = p(`DELETE FROM {holds} WHERE name = $1 AND owner = $2 AND kind = ` + strconv.Itoa(claim))
+	s.released = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND released_us > 0`)
+	s.refresh = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2 AND ` + live)
+	s.holding = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND ` + live)
+	s.inspect = p(`SELECT kind, token, expires_us - {now}, meta FROM {holds} WHERE name = $1 AND ` + live)
+}
+
+// hold is a row of the holds table.
+type hold struct {
+	owner    string
+	kind     int
+	token    int64
+	left     int64 // µs
+	released int64
+}
+
+// acquireShared makes one attempt at a Write, Read or Permit lease, in
+// one transaction, made twice if it meets a conflict (see retryConflict).
+func (b *Backend) acquireShared(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
+	g, err := retryConflict(ctx, func() (driver.Grant, error) { return b.acquireSharedTx(ctx, req, meta) })
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	return g, nil
+}
+
+func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta string) (g driver.Grant, err error) {
+	s := &b.holds
+	var opts *sql.TxOptions
+	if b.dialect == MySQL {
+		// The key's row serialises its attempts at any isolation level.
+		// READ COMMITTED spares the gap locks with which InnoDB's
+		// REPEATABLE READ makes attempts on different keys deadlock.
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := b.db.BeginTx(ctx, opts)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+			g = driver.Grant{}
+		}
+	}()
+	exec := func(st stmt, args ...any) (sql.Result, error) {
+		return tx.ExecContext(ctx, st.query, st.args(args...)...)
+	}
+	if _, err = exec(s.lock, req.Key); err != nil {
+		return
+	}
+	if _, err = exec(s.clear, req.Key); err != nil {
+		return
+	}
+	rows, err := tx.QueryContext(ctx, s.list.query, s.list.args(req.Key)...)
+	if err != nil {
+		return
+	}
+	var holds []hold
+	for rows.Next() {
+		var h hold
+		if err = rows.Scan(&h.owner, &h.kind, &h.token, &h.left, &h.released); err != nil {
+			rows.Close()
+			return
+		}
+		holds = append(holds, h)
+	}
+	rows.Close()
+	if err = rows.Err(); err != nil {
+		return
+	}
+	var (
+		mine                                *hold
+		writers, readers, permits, claimers int
+		wait                                int64 // µs until the longest hold in the way ends
+	)
+	for i, h := range holds {
+		if h.owner == req.Owner {
+			mine = &holds[i]
+			continue
+		}
+		if h.released > 0 {
+			continue
+		}
+		switch driver.Kind(h.kind) {
+		case driver.Write:
+			writers++
+		case driver.Read:
+			readers++
+		case driver.Permit:
+			permits++
+		default:
+			claimers++
+			continue
+		}
+		wait = max(wait, h.left)
+	}
+	if mine != nil && mine.released == 0 && mine.kind != claim {
+		// A repeat: the same grant, extended.
+		if _, err = exec(s.extend, req.Key, req.Owner, micros(req.TTL)); err != nil {
+			return
+		}
+		if err = tx.Commit(); err != nil {
+			return
+		}
+		return driver.Grant{Acquired: true, Token: uint64(mine.token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
+	}
+	var granted bool
+	switch req.Kind {
+	case driver.Write:
+		granted = writers+readers+permits == 0
+	case driver.Read:
+		granted = writers+claimers == 0
+	case driver.Permit:
+		granted = permits < req.Limit
+	}
+	if !granted {
+		if req.Kind == driver.Write && req.Queue > 0 {
+			if _, err = exec(s.add, req.Key, req.Owner, micros(req.Queue), claim, 0, ""); err != nil {
+				return
+			}
+		}
+		if err = tx.Commit(); err != nil {
+			return
+		}
+		return driver.Grant{RetryAfter: max(time.Duration(wait)*time.Microsecond, time.Millisecond)}, nil
+	}
+	var token int64
+	if b.dialect == MySQL {
+		var res sql.Result
+		if res, err = exec(s.count, req.Key); err != nil {
+			return
+		}
+		if token, err = res.LastInsertId(); err != nil {
+			return
+		}
+	} else if err = tx.QueryRowContext(ctx, s.count.query, s.count.args(req.Key)...).Scan(&token); err != nil {
+		return
+	}
+	if _, err = exec(s.add, req.Key, req.Owner, micros(req.TTL), int(req.Kind), token, meta); err != nil {
+		return
+	}
+	if err = tx.Commit(); err != nil {
+		return
+	}
+	return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
+}
+
+// releaseShared ends a Write, Read or Permit hold, or withdraws a waiting
+// writer's claim.
+func (b *Backend) releaseShared(ctx context.Context, l driver.Lease) error {
+	s := &b.holds
+	n, err := b.exec(ctx, s.release, l.Key, l.Owner)
+	if err != nil {
+		return fmt.Errorf("sqllock: release: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := b.db.ExecContext(ctx, s.withdraw.query, s.withdraw.args(l.Key, l.Owner)...); err != nil {
+		return fmt.Errorf("sqllock: release: %w", err)
+	}
+	var one int
+	err = b.db.QueryRowContext(ctx, s.released.query, s.released.args(l.Key, l.Owner)...).Scan(&one)
+	switch {
+	case err == nil:
+		return nil // a repeat
+	case errors.Is(err, sql.ErrNoRows):
+		return driver.ErrNotHeld
+	}
+	return fmt.Errorf("sqllock: release: %w", err)
+}
+
+// refreshShared extends a Write, Read or Permit hold.
+func (b *Backend) refreshShared(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	return b.extend(ctx, ttl, b.holds.refresh, b.holds.holding, l.Key, l.Owner)
+}
+
+// inspectShared describes the live holds of key, if any: its kind, their
+// number, the newest token and its holder's metadata, the longest TTL.
+func (b *Backend) inspectShared(ctx context.Context, key string, info *driver.Info) (metaJSON string, err error) {
+	s := &b.holds
+	rows, err := b.db.QueryContext(ctx, s.inspect.query, s.inspect.args(key)...)
+	if err != nil {
+		return "", fmt.Errorf("sqllock: inspect: %w", err)
+	}
+	defer rows.Close()
+	var newest int64
+	for rows.Next() {
+		var (
+			kind        int
+			token, left int64
+			meta        string
+		)
+		if err := rows.Scan(&kind, &token, &left, &meta); err != nil {
+			return "", fmt.Errorf("sqllock: inspect: %w", err)
+		}
+		info.Held, info.Kind = true, driver.Kind(kind)
+		info.Holds++
+		info.TTL = max(info.TTL, time.Duration(left)*time.Microsecond)
+		if token > newest {
+			newest, metaJSON = token, meta
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("sqllock: inspect: %w", err)
+	}
+	if info.Held {
+		info.Token = uint64(newest)
+	}
+	return metaJSON, nil
+}

@@ -1,0 +1,145 @@
+// Package zklock is a distlock backend on ZooKeeper (3.5 or newer),
+// over github.com/go-zookeeper/zk: locks held by a client session and
+// ordered by the ensemble's log, in the way of Apache Curator's recipes.
+//
+//	conn, _, err := zk.Connect([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, 10*time.Second)
+//	...
+//	client := distlock.New(zklock.New(conn, 10*time.Second))
+//
+// or distlock.Open(ctx, "zk://zk1:2181,zk2:2181,zk3:2181/distlock").
+//
+// # Nodes
+//
+// A key is a persistent node under the root (default [DefaultRoot]; the
+// key's bytes other than letters, digits, '_', ':' and '-' are escaped as
+// %XX). Each holding and each waiter is an ephemeral sequential child of
+// it (re-entrant leases aside: see below), named kind-hash-sequence, where the hash names the owner token (a
+// hash, because whoever knows a token can release its lock). The lowest
+// sequence holds a mutex or write lock; readers hold while no writer is
+// ahead of them; the n lowest permits hold a semaphore of n.
+//
+// Only a waiter that keeps a place in line is served in order: a fair
+// Lock (see distlock.WithFairness), first come, first served, and a
+// writer, which keeps its place among writers and holds new readers off.
+// It keeps its node between attempts; a fair waiter watches only the
+// node just ahead of it, so a release wakes the next waiter, never the
+// herd. Other waiters keep no place: a plain Lock, a reader, a
+// semaphore's permit. They are not served in order: a release wakes all
+// of them (they watch the holder's node, or while readers or permits
+// hold the key, the nodes leaving the line), and whichever retries first
+// gets in. An attempt that keeps no place (TryLock too) removes its node
+// when refused, and the retries of a refused waiter look at the line
+// before making a node, and make one only when it would get in: a waiter
+// that cannot get in changes nothing in the line, so waiters do not wake
+// each other up. A waiter that gives up deletes its node.
+//
+// A create whose reply is lost leaves its node in the line: the owner is
+// then marked uncertain, and its next call (the retry of Acquire, or
+// Release) finds the node by its name instead of making another, so
+// acquisition stays idempotent per owner and no orphan blocks the lock
+// until the session ends (Curator's "protected" mode).
+//
+// # Re-entrant locks
+//
+// A re-entrant lease (a mutex locked with a distlock.OwnerID) is one node
+// shared by its identity's holds, named e-hash-sequence after a hash of
+// the identity; its data lists the holds by their owners' hashes, each
+// with its lease length. The first hold creates the node; the others,
+// from this client or another (a hand-over), join it with a write
+// conditional on its version, get its token, and hold the lock while the
+// node heads the line. Each release takes its hold out, and the last one
+// deletes the node. The node is persistent, not ephemeral: it must not
+// end with the session of whichever client made it while another holds
+// it. So a re-entrant lease is bound to its TTL, not to a session: it
+// ends at its last release, or when its lease (the longest of its
+// holds', from its last renewal, on the leader's clock) lapses and the
+// next contender deletes it; its holders trust it for TTL less drift, and
+// Grant.Lost is nil. A re-entrant acquisition lists the line before it
+// writes: 3 round trips when the lock is free.
+//
+// # Fencing tokens
+//
+// A holding's token is its node's creation zxid, read from the same
+// transaction that creates the node. Zxids are assigned by the ensemble's
+// log: they increase across every key, and survive server restarts and
+// leader changes, so a new holder's token is above every earlier one's.
+// When a key is free, Inspect reports the last released holding's token,
+// kept in the key's node. A zxid carries the leader's epoch in its high 32
+// bits, so tokens are large numbers (below 2^63) that jump at each leader
+// change.
+//
+// # Leases on sessions
+//
+// A node lives as long as its session; a lease also has a TTL. Each
+// node's data holds its lease length, counted from the node's last
+// modification (its mtime, stamped by the leader): a node whose lease
+// ran out on the leader's clock is deleted by the next client it is in
+// the way of (with a delete conditional on its version, so a renewal in
+// time wins). Refresh rewrites the node, restarting its lease. So a lock
+// ends when its holder releases it, when its lease runs out unrenewed, or
+// when its session expires, whichever comes first.
+//
+// The holder trusts its lease (Grant.ValidFor, the handle's ValidUntil)
+// for min(TTL, session timeout) less the drift allowance, counted from the
+// start of the last acquire or renewal that reached the ensemble: the
+// session cannot have expired before then, since the ensemble heard from
+// the client after that start. The session timeout is the one the
+// ensemble granted, which is at most its maxSessionTimeout (40s unless
+// configured otherwise), whatever the client asked for: a backend opened
+// from a zk:// URL learns it from the client; [New] cannot, and trusts
+// no more than [DefaultMaxSessionTimeout], or what [WithMaxSessionTimeout]
+// states. The watchdog renews well within that
+// bound, so Done closes no later than the moment the session may have
+// expired. A connection lost and regained within the session timeout
+// ("suspended", in Curator's words) keeps the lock: the renewals that
+// failed meanwhile are retried, and the node, the session's, is still
+// there. While suspended the lock is not known to be held, and like
+// Curator we treat that as unsafe: the handle does not extend its
+// deadline on anything but a confirmed renewal, so if the connection
+// does not come back in time, Done closes at the deadline, before the
+// ensemble may expire the session. When the client learns that its
+// session expired, Grant.Lost closes and the lock ends at once.
+//
+// # Guarantees
+//
+//	Property                       Holds when
+//	-----------------------------  -----------------------------------------------------------
+//	Mutual exclusion               the ensemble keeps a quorum; a holder acts only before Done
+//	                               (its ValidUntil); clocks run at rates within the drift
+//	                               allowance (1% + 2ms by default); the leader's clock, across
+//	                               leader changes, agrees with the holder's within the drift
+//	                               allowance (keep the servers' clocks synchronised), since a
+//	                               node whose lease lapsed on it is deleted by the next client in
+//	                               its way; and the ensemble's maxSessionTimeout is no lower
+//	                               than the session timeout trusted (learned from a zk:// URL;
+//	                               with New, 40s or WithMaxSessionTimeout)
+//	Takeover after a lapsed lease  the same: the leader's clock judges the lease
+//	Lock survives a leader change  a new leader is elected, and the holder's renewal goes
+//	                               through, before the handle's deadline (well within the
+//	                               session timeout by default)
+//	Lock survives a disconnect     the client reconnects, and renews, before that deadline
+//	Fencing tokens increase        always: creation zxids, durable through restarts and
+//	                               leader changes
+//	FIFO order, no herd            fair mutexes (WithFairness) only: waiters keep their nodes
+//	                               and each watches its predecessor only. Writers keep their
+//	                               order among writers, but a release wakes them all. Plain
+//	                               mutexes, readers and permits: no order, and a release wakes
+//	                               every such waiter (their retries only read the line)
+//	No orphan after a lost reply   the caller retries or releases with the same owner
+//	Re-entrant locks               mutexes only: one persistent node per identity, whose lease
+//	                               ends at its TTL, not with a session (so mutual exclusion
+//	                               rests on the leader's clock as for a lapsed lease)
+//
+// The session timeout given to [New] must not exceed the one the ensemble
+// grants: state the ensemble's maxSessionTimeout with
+// [WithMaxSessionTimeout] if it is below 40s (or above, to trust more).
+//
+// # The race detector
+//
+// go-zookeeper v1.0.4 has a data race of its own: when a connection is
+// re-established while watches are set, it reads the last zxid it saw to
+// re-register them as its new receive loop, already running, may write it
+// (samuel/go-zookeeper#260). A program built with -race that reconnects
+// under load can report it. It is in the client's bookkeeping, not in this
+// package, which is why this repository tests zklock without -race.
+package zklock

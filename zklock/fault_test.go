@@ -1,0 +1,302 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/distlocktest"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/testserver"
+	"github.com/distlock-go/distlock/zklock"
+)
+
+func ctxFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestEnsemble runs the conformance suite and the fault tests on one
+// 3-node ensemble, in turn: the faults kill, pause and cut off members.
+func TestEnsemble(t *testing.T) {
+	t.Parallel()
+	e := testserver.StartEnsemble(t, 3)
+	addrs := e.Addrs()
+	t.Run("Conformance", func(t *testing.T) { distlocktest.Run(t, harness(t, addrs)) })
+	t.Run("KillLeader", func(t *testing.T) { testKillLeader(t, e) })
+	t.Run("LostCreateReply", func(t *testing.T) { testLostCreateReply(t, e) })
+	t.Run("ShortPartitionKeepsLock", func(t *testing.T) { testShortPartition(t, e) })
+	t.Run("PartitionPastSession", func(t *testing.T) {
+		p := testserver.StartProxy(t, e.Nodes[0].Addr())
+		testSafeLoss(t, addrs, holderClient(t, []string{p.Addr()}), safeLossSession, p.Blackhole, p.Restore)
+	})
+	t.Run("SessionExpiryClosesLost", func(t *testing.T) { testSessionExpiry(t, e) })
+	t.Run("PauseHolderServer", func(t *testing.T) {
+		f := e.Follower(t)
+		testSafeLoss(t, addrs, holderClient(t, []string{f.Addr()}), safeLossSession, func() { f.Pause(t) }, func() { f.Resume(t) })
+		e.AwaitServing(t)
+	})
+}
+
+// testKillLeader: the leader dies while a lock is held and fair waiters
+// wait. The lock is kept through the election, the waiters are then
+// served in order, and tokens keep increasing.
+func testKillLeader(t *testing.T, e *testserver.Ensemble) {
+	addrs := e.Addrs()
+	key := "kill-leader"
+	opts := []distlock.Option{distlock.WithTTL(20 * time.Second), distlock.WithFairness()}
+	holder, err := distlock.New(newBackend(t, addrs, sessionTimeout), opts...).Mutex(key).Lock(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	const n = 3
+	var (
+		mu     sync.Mutex
+		tokens []uint64
+		wg     sync.WaitGroup
+	)
+	errs := make(chan error, n)
+	for range n {
+		m := distlock.New(newBackend(t, addrs, sessionTimeout), opts...).Mutex(key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := m.Lock(ctxFor(t, 60*time.Second))
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			tokens = append(tokens, l.Token())
+			mu.Unlock()
+			errs <- l.Unlock(ctxFor(t, 10*time.Second))
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the waiters queue up
+	leader := e.Leader(t)
+	leader.Kill(t)
+	defer func() { leader.Restart(t); e.AwaitServing(t) }()
+	e.Leader(t) // a new one
+	time.Sleep(sessionTimeout / 2)
+	if err := holder.Err(); err != nil {
+		t.Fatalf("holder lost the lock across the leader change: %v", err)
+	}
+	if l, err := distlock.New(newBackend(t, addrs, sessionTimeout)).Mutex(key).TryLock(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrNotObtained) {
+		if l != nil {
+			_ = l.Unlock(context.Background())
+		}
+		t.Fatalf("TryLock by another client after the leader change: %v; want ErrNotObtained", err)
+	}
+	mu.Lock()
+	early := len(tokens)
+	mu.Unlock()
+	if early > 0 {
+		t.Fatalf("%d waiters got the lock while it was held", early)
+	}
+	if err := holder.Unlock(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+	}
+	last := holder.Token()
+	for i, tok := range tokens {
+		if tok <= last {
+			t.Errorf("waiter %d got token %d, not above the previous %d", i, tok, last)
+		}
+		last = tok
+	}
+}
+
+// testLostCreateReply: the reply to the create of an owner's node is
+// lost. The retry finds the node instead of making a second one, and the
+// release leaves nothing behind.
+func testLostCreateReply(t *testing.T, e *testserver.Ensemble) {
+	p := testserver.StartProxy(t, e.Nodes[0].Addr())
+	b := newBackend(t, []string{p.Addr()}, sessionTimeout)
+	key := "lost-create-reply"
+	owner := "owner-lost-create-reply-0123456789abcdef"
+	req := driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 20 * time.Second}
+	// Lock the key once, so that its node exists and the create whose
+	// reply is lost succeeds at its first try.
+	first := driver.Request{Lease: driver.Lease{Key: key, Owner: "owner-before"}, TTL: 20 * time.Second}
+	if g, err := b.Acquire(ctxFor(t, 10*time.Second), first); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	if err := b.Release(ctxFor(t, 10*time.Second), first.Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	dropped := p.DropReply(zklock.OwnerHash(owner))
+	if g, err := b.Acquire(ctxFor(t, 10*time.Second), req); err == nil {
+		t.Fatalf("Acquire with its reply dropped: %+v, nil error", g)
+	}
+	select {
+	case <-dropped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the proxy saw no create of the owner's node")
+	}
+	var g driver.Grant
+	var err error
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if g, err = b.Acquire(ctxFor(t, 5*time.Second), req); err == nil || time.Now().After(end) {
+			break
+		}
+	}
+	if err != nil || !g.Acquired {
+		t.Fatalf("retried Acquire: %+v, %v; want granted", g, err)
+	}
+	admin := dial(t, e.Addrs(), sessionTimeout)
+	_, _ = admin.Sync(keyPath(key)) // its server may lag behind the leader
+	kids, _, err := admin.Children(keyPath(key))
+	if err != nil || len(kids) != 1 {
+		t.Fatalf("the key's nodes after the retry: %v, %v; want exactly one", kids, err)
+	}
+	if err := b.Release(ctxFor(t, 10*time.Second), req.Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	_, _ = admin.Sync(keyPath(key))
+	if kids, _, err := admin.Children(keyPath(key)); err != nil || len(kids) != 0 {
+		t.Errorf("the key's nodes after the release: %v, %v; want none", kids, err)
+	}
+	l, err := distlock.New(newBackend(t, e.Addrs(), sessionTimeout)).Mutex(key).TryLock(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("TryLock after the release: %v", err)
+	}
+	_ = l.Unlock(context.Background())
+}
+
+// testShortPartition: the holder's connection is cut off for less than
+// the session timeout; it reconnects within the session and keeps the
+// lock.
+func testShortPartition(t *testing.T, e *testserver.Ensemble) {
+	p := testserver.StartProxy(t, e.Nodes[0].Addr())
+	key := "short-partition"
+	holder, err := distlock.New(newBackend(t, []string{p.Addr()}, sessionTimeout), distlock.WithTTL(20*time.Second)).Mutex(key).Lock(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	p.Cut()
+	time.Sleep(sessionTimeout / 3)
+	p.Restore()
+	time.Sleep(sessionTimeout)
+	if err := holder.Err(); err != nil {
+		t.Fatalf("holder lost the lock over a partition shorter than the session: %v", err)
+	}
+	if l, err := distlock.New(newBackend(t, e.Addrs(), sessionTimeout)).Mutex(key).TryLock(ctxFor(t, 10*time.Second)); !errors.Is(err, distlock.ErrNotObtained) {
+		if l != nil {
+			_ = l.Unlock(context.Background())
+		}
+		t.Fatalf("TryLock by another client: %v; want ErrNotObtained", err)
+	}
+	if err := holder.Unlock(ctxFor(t, 10*time.Second)); err != nil {
+		t.Errorf("Unlock after the partition healed: %v", err)
+	}
+}
+
+// safeLossSession is the holder's session timeout in testSafeLoss.
+const safeLossSession = 3 * time.Second
+
+// holderClient is the holder's client in testSafeLoss: a backend with a
+// session of safeLossSession with holderAddrs.
+func holderClient(t *testing.T, holderAddrs []string) *distlock.Client {
+	return distlock.New(newBackend(t, holderAddrs, safeLossSession), distlock.WithTTL(time.Minute))
+}
+
+// testSafeLoss: the holder, on client holderC whose session the ensemble
+// expires after session, is cut off by fault for longer than that. Its
+// Done closes by its deadline, and another client gets the lock once the
+// session expired: after the holder's Done, never before.
+func testSafeLoss(t *testing.T, addrs []string, holderC *distlock.Client, session time.Duration, fault, heal func()) {
+	key := "safe-loss-" + t.Name()
+	holder, err := holderC.Mutex(key).Lock(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	healed := false
+	defer func() {
+		if !healed {
+			heal()
+		}
+	}()
+	other := distlock.New(newBackend(t, addrs, sessionTimeout), distlock.WithTTL(10*time.Second)).Mutex(key)
+	faultAt := time.Now()
+	fault()
+	deadline := holder.ValidUntil() // no renewal moves it from now on
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := other.Lock(ctxFor(t, 30*time.Second))
+		if err != nil {
+			t.Errorf("other client's Lock: %v", err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		_ = l.Unlock(context.Background())
+	}()
+	select {
+	case <-holder.Done():
+	case <-time.After(time.Until(deadline) + 2*time.Second):
+		t.Fatalf("holder's Done not closed 2s after its deadline")
+	}
+	doneAt := time.Now()
+	if late := doneAt.Sub(deadline); late > 500*time.Millisecond {
+		t.Errorf("holder's Done closed %v after its deadline", late)
+	}
+	if !errors.Is(holder.Err(), distlock.ErrLockLost) {
+		t.Errorf("holder's Err() = %v; want ErrLockLost", holder.Err())
+	}
+	at, ok := <-got
+	if !ok {
+		return
+	}
+	if !at.After(doneAt) {
+		t.Errorf("another client got the lock %v before the holder's Done closed", doneAt.Sub(at))
+	}
+	if d := at.Sub(faultAt); d < session {
+		t.Errorf("another client got the lock %v after the fault, before the session (%v) could expire", d, session)
+	}
+	heal()
+	healed = true
+}
+
+// testSessionExpiry: a grant's Lost channel closes once the client learns
+// that its session expired (here, when it reconnects after a partition
+// longer than the session timeout), and the holding is gone: Refresh
+// reports ErrNotHeld.
+func testSessionExpiry(t *testing.T, e *testserver.Ensemble) {
+	const session = 2 * time.Second
+	p := testserver.StartProxy(t, e.Nodes[0].Addr())
+	b := newBackend(t, []string{p.Addr()}, session)
+	lease := driver.Lease{Key: "session-expiry", Owner: "owner-session-expiry"}
+	g, err := b.Acquire(ctxFor(t, 10*time.Second), driver.Request{Lease: lease, TTL: time.Minute})
+	if err != nil || !g.Acquired || g.Lost == nil {
+		t.Fatalf("Acquire: %+v, %v; want granted, with a Lost channel", g, err)
+	}
+	if g.ValidFor > session {
+		t.Errorf("ValidFor %v with a TTL of a minute; want at most the session timeout %v", g.ValidFor, session)
+	}
+	p.Blackhole()
+	time.Sleep(2 * session)
+	select {
+	case <-g.Lost:
+		t.Fatal("Lost closed while the client could not yet know")
+	default:
+	}
+	p.Restore()
+	select {
+	case <-g.Lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed 10s after the client could learn that its session expired")
+	}
+	if _, err := b.Refresh(ctxFor(t, 10*time.Second), lease, time.Minute); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Refresh after the session expired: %v; want ErrNotHeld", err)
+	}
+}

@@ -1,0 +1,199 @@
+package zklock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+)
+
+// A lock's node has one ephemeral sequential child per holding or waiter,
+// named prefix-hash-sequence: the prefix says the kind, the hash names the
+// owner (so that an attempt whose reply was lost finds its node again),
+// and ZooKeeper appends the ten-digit sequence that orders the line.
+var kindPrefix = map[driver.Kind]string{driver.Exclusive: "x", driver.Write: "w", driver.Read: "r", driver.Permit: "s"}
+
+// reentrantPrefix starts the name of a re-entrant lease's node: a mutex
+// node named by its re-entrant identity instead of an owner, and shared
+// by that identity's holds.
+const reentrantPrefix = "e"
+
+// ownerHash names owner in node names without showing it: whoever knows
+// an owner token can release its lock.
+func ownerHash(owner string) string {
+	sum := sha256.Sum256([]byte("distlock-owner:" + owner))
+	return hex.EncodeToString(sum[:12])
+}
+
+// reentryHash names a re-entrant identity in node names without showing
+// it: whoever knows it can enter the lock.
+func reentryHash(reentry string) string {
+	sum := sha256.Sum256([]byte("distlock-reentry:" + reentry))
+	return hex.EncodeToString(sum[:12])
+}
+
+// child is one parsed child name of a lock's node.
+type child struct {
+	name      string
+	kind      driver.Kind
+	reentrant bool // a re-entrant lease's node: hash names its identity
+	hash      string
+	seq       int64
+}
+
+// parseChild parses a child name; ok is false for names of other schemes.
+func parseChild(name string) (child, bool) {
+	p, rest, ok := strings.Cut(name, "-")
+	if !ok || len(rest) < 11 {
+		return child{}, false
+	}
+	kind := driver.Kind(255)
+	for k, s := range kindPrefix {
+		if s == p {
+			kind = k
+		}
+	}
+	reentrant := p == reentrantPrefix
+	if reentrant {
+		kind = driver.Exclusive
+	}
+	hash, seqs, ok := strings.Cut(rest, "-")
+	seq, err := strconv.ParseInt(seqs, 10, 64)
+	if kind == 255 || !ok || err != nil {
+		return child{}, false
+	}
+	return child{name: name, kind: kind, reentrant: reentrant, hash: hash, seq: seq}, true
+}
+
+// line parses and sorts a lock's children by sequence: the order in which
+// they queued.
+func line(names []string) []child {
+	kids := make([]child, 0, len(names))
+	for _, n := range names {
+		if c, ok := parseChild(n); ok {
+			kids = append(kids, c)
+		}
+	}
+	slices.SortFunc(kids, func(a, b child) int { return int(a.seq - b.seq) })
+	return kids
+}
+
+// find returns the index of the child of owner hash h, or -1.
+func find(kids []child, h string) int {
+	return slices.IndexFunc(kids, func(c child) bool { return c.hash == h && !c.reentrant })
+}
+
+// blockers returns the children before kids[i] that keep it from holding
+// its lock: every earlier child of a mutex or writer; the earlier writers
+// of a reader; the earlier permits beyond limit-1 of a semaphore (all of
+// them, since any one leaving frees a permit).
+func blockers(kids []child, i int, limit int) []child {
+	me := kids[i]
+	switch me.kind {
+	case driver.Read:
+		var bs []child
+		for _, c := range kids[:i] {
+			if c.kind != driver.Read {
+				bs = append(bs, c)
+			}
+		}
+		return bs
+	case driver.Permit:
+		if i < limit {
+			return nil
+		}
+		return kids[:i]
+	default:
+		return kids[:i]
+	}
+}
+
+// holders returns the children that hold the lock now: the first, the
+// readers before the first writer, or the first limit permits (each
+// permit records its semaphore's limit).
+func holders(kids []child, limit func(child) int) []child {
+	if len(kids) == 0 {
+		return nil
+	}
+	switch kids[0].kind {
+	case driver.Read:
+		i := slices.IndexFunc(kids, func(c child) bool { return c.kind != driver.Read })
+		if i < 0 {
+			i = len(kids)
+		}
+		return kids[:i]
+	case driver.Permit:
+		n := min(limit(kids[0]), len(kids))
+		return kids[:max(n, 1)]
+	default:
+		return kids[:1]
+	}
+}
+
+// nodeData is what a child node stores. Its lease (or a waiter's place)
+// lapses Span after the node's last modification, on the clock of the
+// ensemble's leader (the node's mtime).
+//
+// A re-entrant lease's node lists its holds and its waiters, by owner
+// hash, each with its own lease (or place) length; its Span is the
+// longest hold's (the longest place's while it has no hold).
+type nodeData struct {
+	Span  int64             `json:"span"`            // milliseconds
+	Held  bool              `json:"held,omitempty"`  // a granted holding, not a waiter
+	Limit int               `json:"limit,omitempty"` // a permit's semaphore size
+	Since int64             `json:"since,omitempty"` // unix ms of the grant
+	Meta  map[string]string `json:"meta,omitempty"`
+	Holds map[string]int64  `json:"holds,omitempty"` // a re-entrant lease's holds: owner hash to ms
+	Waits map[string]int64  `json:"waits,omitempty"` // its waiters keeping a place: owner hash to ms
+}
+
+// settle recomputes a re-entrant lease's Span and Held from its holds
+// and waiters.
+func (d *nodeData) settle() {
+	d.Held = len(d.Holds) > 0
+	spans := d.Waits
+	if d.Held {
+		spans = d.Holds
+	}
+	d.Span = 0
+	for _, s := range spans {
+		d.Span = max(d.Span, s)
+	}
+}
+
+func (d nodeData) encode() []byte {
+	b, _ := json.Marshal(d) // a struct of plain fields: cannot fail
+	return b
+}
+
+func decodeData(b []byte) nodeData {
+	var d nodeData
+	_ = json.Unmarshal(b, &d) // a foreign or damaged node: zero span, lapsed
+	return d
+}
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// escapeKey turns a key into one znode name: bytes other than letters,
+// digits, '_', ':' and '-' become %XX, so a key can never be ".", "..",
+// contain '/' or collide with the clock node (which starts with '.').
+func escapeKey(key string) string {
+	const hexd = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == ':' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexd[c>>4])
+		b.WriteByte(hexd[c&15])
+	}
+	return b.String()
+}

@@ -1,0 +1,79 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/zklock"
+)
+
+func TestOpenMalformedURL(t *testing.T) {
+	for _, u := range []string{
+		"zk://",
+		"zk://h1:2181,,h2:2181",
+		"zk://h1:2181?session_timeout=soon",
+		"zk://h1:2181?session_timeout=-1s",
+		"zk://h1:2181?connect_timeout=0s",
+		"zk://h1:2181?colour=blue",
+	} {
+		c, err := distlock.Open(ctxFor(t, 5*time.Second), u)
+		if err == nil {
+			_ = c.Close()
+			t.Errorf("Open(%q) succeeded; want an error", u)
+			continue
+		}
+		if !errors.Is(err, distlock.ErrInvalidURL) {
+			t.Errorf("Open(%q): %v; want ErrInvalidURL", u, err)
+		}
+	}
+}
+
+// TestOpenUnreachable: a URL whose ensemble does not answer fails within
+// its connect_timeout, instead of returning a client that hangs.
+func TestOpenUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	start := time.Now()
+	c, err := distlock.Open(ctxFor(t, 10*time.Second), "zk://"+addr+"?connect_timeout=500ms")
+	if err == nil {
+		_ = c.Close()
+		t.Fatal("Open of an unreachable ensemble succeeded")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Open failed after %v; want about its connect_timeout of 500ms", d)
+	}
+}
+
+func TestNewInvalid(t *testing.T) {
+	ctx := context.Background()
+	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}
+	for name, b := range map[string]*zklock.Backend{
+		"nil conn":         zklock.New(nil, time.Second),
+		"nil backend":      nil,
+		"relative root":    zklock.New(conn, time.Second, zklock.WithRoot("locks")),
+		"non-positive ttl": zklock.New(conn, 0),
+	} {
+		if _, err := b.Acquire(ctx, req); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("%s: Acquire: %v; want ErrInvalidBackend", name, err)
+		}
+		if err := b.Release(ctx, req.Lease); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("%s: Release: %v; want ErrInvalidBackend", name, err)
+		}
+	}
+}

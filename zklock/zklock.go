@@ -1,0 +1,902 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
+)
+
+// DefaultRoot is the znode under which locks live unless [WithRoot] is given.
+const DefaultRoot = "/distlock"
+
+// clockName is the child of the root that every acquisition writes in the
+// same transaction as its node, to learn the leader's time and the zxid.
+const clockName = ".clock"
+
+// receiptTTL is how long a release is remembered, so that its repeat
+// (after a lost reply) reports success.
+const receiptTTL = 10 * time.Second
+
+// refusalTTL is how long an owner's refused attempt is remembered, so
+// that its retries look at the line before they make a node.
+const refusalTTL = 30 * time.Second
+
+// DefaultMaxSessionTimeout is ZooKeeper's default maxSessionTimeout (20
+// ticks of 2s): the longest session an ensemble grants unless configured
+// otherwise, and the longest [New] trusts unless [WithMaxSessionTimeout]
+// says more.
+const DefaultMaxSessionTimeout = 40 * time.Second
+
+// Backend is a distlock backend on a ZooKeeper ensemble, over one client
+// session. See the package documentation for the node scheme and what
+// TTLs mean here. The methods of a Backend made from a nil *zk.Conn or a
+// non-positive session timeout return an error wrapping
+// distlock.ErrInvalidBackend.
+type Backend struct {
+	conn       *zk.Conn
+	ownsConn   bool
+	root       string
+	session    time.Duration // requested from the ensemble
+	maxSession time.Duration // the most the ensemble grants, as the user states it
+	negotiated *atomic.Int64 // ms the ensemble granted, when the backend opened conn; 0 unknown
+	drift      func(ttl time.Duration) time.Duration
+	invalid    error
+
+	offset atomic.Int64 // leader's clock minus ours, in ms, from the last write
+
+	// owners serializes the calls of one owner (striped by its hash), so
+	// that a Release cannot run between a create and its reply, and miss
+	// the node of an attempt that ctx abandoned.
+	owners [64]sync.Mutex
+
+	mu       sync.Mutex
+	nodes    map[lease]*node // this client's nodes, by key and owner
+	receipts map[driver.Lease]time.Time
+	refused  map[lease]time.Time // owners whose last attempt was refused, and left no node
+	purged   time.Time           // when refused was last rid of old entries
+	sess     *session
+	closed   chan struct{}
+	once     sync.Once
+}
+
+var _ driver.Backend = (*Backend)(nil)
+
+type lease struct{ key, owner string }
+
+// node is what this client knows of one of its nodes.
+type node struct {
+	path    string // "" while unknown: a create whose reply was lost
+	token   uint64 // the node's creation zxid
+	data    nodeData
+	reentry string // the identity hash of a re-entrant lease's node, else ""
+}
+
+// session is one ZooKeeper session of the connection; lost closes when it
+// is gone, and with it every ephemeral node it made.
+type session struct {
+	id   int64
+	lost chan struct{}
+}
+
+// An Option configures a [Backend].
+type Option func(*Backend)
+
+// WithRoot sets the znode under which locks live (default [DefaultRoot]).
+// Each key is a persistent child of it; their children are the holders
+// and waiters.
+func WithRoot(path string) Option { return func(b *Backend) { b.root = path } }
+
+// WithMaxSessionTimeout states the ensemble's maxSessionTimeout (default
+// [DefaultMaxSessionTimeout]), the longest session it grants: a session
+// timeout given to [New] is trusted up to d only. Give it when the
+// ensemble is configured with another maximum, lower (required for
+// safety) or higher (to trust a longer session).
+func WithMaxSessionTimeout(d time.Duration) Option {
+	return func(b *Backend) {
+		if d > 0 {
+			b.maxSession = d
+		}
+	}
+}
+
+// WithDrift sets the clock drift allowance subtracted from a lease's
+// length (default driver.DefaultDrift).
+func WithDrift(f func(ttl time.Duration) time.Duration) Option {
+	return func(b *Backend) {
+		if f != nil {
+			b.drift = f
+		}
+	}
+}
+
+// New returns a backend on conn, whose session timeout is the one given
+// to zk.Connect. The ensemble grants at most its maxSessionTimeout, and
+// New cannot see what it granted: it trusts the smaller of sessionTimeout
+// and [DefaultMaxSessionTimeout], ZooKeeper's default maximum, unless
+// [WithMaxSessionTimeout] states the ensemble's. An ensemble configured
+// with a lower maximum than sessionTimeout must be stated, or a lease may
+// be trusted after its session expired. No lease is trusted for longer
+// than that session timeout less drift after the last call that reached
+// the ensemble. Closing the backend leaves conn open.
+func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
+	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
+		drift: driver.DefaultDrift, nodes: make(map[lease]*node), receipts: make(map[driver.Lease]time.Time),
+		refused: make(map[lease]time.Time), closed: make(chan struct{})}
+	for _, o := range opts {
+		o(b)
+	}
+	switch {
+	case conn == nil:
+		b.invalid = fmt.Errorf("zklock: nil *zk.Conn: %w", distlock.ErrInvalidBackend)
+	case sessionTimeout <= 0:
+		b.invalid = fmt.Errorf("zklock: session timeout %v is not positive: %w", sessionTimeout, distlock.ErrInvalidBackend)
+	case len(b.root) < 2 || b.root[0] != '/' || b.root[len(b.root)-1] == '/':
+		b.invalid = fmt.Errorf("zklock: root %q is not an absolute znode path: %w", b.root, distlock.ErrInvalidBackend)
+	}
+	return b
+}
+
+// Capabilities implements driver.Backend: waiters are notified, fair ones
+// by their predecessor's node only; read-write locks, semaphores and
+// re-entrant locks.
+func (b *Backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true, Reentrant: true}
+}
+
+// start checks b and ctx before a call.
+func (b *Backend) start(ctx context.Context) error {
+	if b == nil {
+		return fmt.Errorf("zklock: nil *Backend: %w", distlock.ErrInvalidBackend)
+	}
+	if b.invalid != nil {
+		return b.invalid
+	}
+	select {
+	case <-b.closed:
+		return errors.New("zklock: backend closed")
+	default:
+	}
+	return ctx.Err()
+}
+
+// run runs f, a sequence of ZooKeeper calls, and returns its result, or
+// ctx's error if ctx ends first: the client's calls take no context. The
+// sequence then completes in the background; every method is idempotent
+// per owner, so the caller's repeat sorts out what it did.
+func run[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		v, err := f()
+		c <- result{v, err}
+	}()
+	select {
+	case r := <-c:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// serial runs f while holding the stripe of owner.
+func serial[T any](b *Backend, owner string, f func() (T, error)) func() (T, error) {
+	return func() (T, error) {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(owner))
+		m := &b.owners[h.Sum32()%uint32(len(b.owners))]
+		m.Lock()
+		defer m.Unlock()
+		return f()
+	}
+}
+
+func (b *Backend) keyPath(key string) string { return b.root + "/" + escapeKey(key) }
+
+// sessionTimeout is the session timeout the ensemble granted, as far as
+// the backend knows: what the client requested, lowered to the granted
+// timeout if the backend learned it, else to the stated maximum.
+func (b *Backend) sessionTimeout() time.Duration {
+	if b.negotiated != nil {
+		if ms := b.negotiated.Load(); ms > 0 {
+			return min(b.session, time.Duration(ms)*time.Millisecond)
+		}
+	}
+	return min(b.session, b.maxSession)
+}
+
+// validFor is how long after a call that reached the ensemble a lease of
+// ttl is trusted: the lease, and the session, may end no sooner.
+func (b *Backend) validFor(ttl time.Duration) time.Duration {
+	v := min(ttl, b.sessionTimeout())
+	return max(v-b.drift(v), time.Millisecond)
+}
+
+// noteClock records the leader's clock from the mtime of a write.
+func (b *Backend) noteClock(mtime int64) {
+	b.offset.Store(mtime - time.Now().UnixMilli())
+}
+
+// leaderNow estimates the leader's clock, for Inspect (which writes nothing).
+func (b *Backend) leaderNow() int64 { return time.Now().UnixMilli() + b.offset.Load() }
+
+// checkKey refuses a key that no node can stand for.
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("zklock: empty key: %w", driver.ErrInvalidKey)
+	}
+	return nil
+}
+
+func checkRequest(req driver.Request) error {
+	if err := checkKey(req.Key); err != nil {
+		return err
+	}
+	switch {
+	case req.TTL <= 0:
+		return fmt.Errorf("zklock: TTL %v is not positive", req.TTL)
+	case req.Kind > driver.Permit:
+		return fmt.Errorf("zklock: unknown lock kind %d", req.Kind)
+	case req.Kind == driver.Permit && req.Limit < 1:
+		return fmt.Errorf("zklock: a semaphore of %d permits", req.Limit)
+	case req.Reentry != "" && req.Kind != driver.Exclusive:
+		return fmt.Errorf("zklock: re-entrant locks of kind %d: %w", req.Kind, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// Acquire implements driver.Backend. A first attempt creates the owner's
+// node and lists the line in two round trips; a blocked one checks whether
+// the lease in its way lapsed, and keeps its place (Queue > 0) or leaves.
+// The retry of a refused attempt that kept no place lists the line first,
+// and makes a node only if it would get in. A re-entrant request is the
+// same, on its identity's node (see the package doc).
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := checkRequest(req); err != nil {
+		return driver.Grant{}, err
+	}
+	if err := b.start(ctx); err != nil {
+		return driver.Grant{}, err
+	}
+	return run(ctx, serial(b, req.Owner, func() (driver.Grant, error) {
+		if req.Reentry != "" {
+			return b.acquireReentrant(req)
+		}
+		return b.acquire(req)
+	}))
+}
+
+func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
+	parent := b.keyPath(req.Key)
+	h := ownerHash(req.Owner)
+	lk := lease{req.Key, req.Owner}
+	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
+	n, err := b.locate(lk, parent, h)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	var now int64 // the leader's clock at our last write
+	if n != nil { // a repeat: renew the node as a holding, in case it is one
+		if n.data.Held {
+			data.Since = n.data.Since
+		}
+		st, err := b.conn.Set(n.path, data.encode(), -1)
+		switch {
+		case errors.Is(err, zk.ErrNoNode): // it lapsed or was expired: start over
+			b.forget(lk)
+			n = nil
+		case err != nil:
+			return driver.Grant{}, err
+		default:
+			n.token, n.data, now = uint64(st.Czxid), data, st.Mtime
+			b.noteClock(st.Mtime)
+		}
+	}
+	if n == nil && req.Kind != driver.Exclusive && b.wasRefused(lk) {
+		// A retry of a refused attempt looks before it makes a node, so
+		// that a waiter that cannot get in changes nothing in the line:
+		// readers and permits wait for any node to leave, and would wake
+		// up at its node's coming and going. A mutex's waiters watch the
+		// holder only, so a mutex waiter makes its node at once: looking
+		// first would cost it a round trip, and the race for a released
+		// lock to the holder that asks again straight away (with 8
+		// workers on one key, waiters then starved for the whole run).
+		g, blocked, err := b.peek(req, parent, h)
+		if blocked {
+			b.setRefused(lk, true)
+		}
+		if err != nil || blocked {
+			return g, err
+		}
+	}
+	if n == nil {
+		if n, now, err = b.create(lk, parent, kindPrefix[req.Kind]+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
+			return driver.Grant{}, err
+		}
+	}
+	for tries := 0; ; tries++ {
+		names, _, err := b.conn.Children(parent)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		kids := line(names)
+		i := find(kids, h)
+		if i < 0 {
+			b.forget(lk)
+			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+		}
+		bs := blockers(kids, i, req.Limit)
+		if len(bs) == 0 {
+			b.remember(lk, n)
+			b.setRefused(lk, false)
+			return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validFor(req.TTL), Lost: b.lostChan()}, nil
+		}
+		freed, until, err := b.clearLapsed(parent, bs, &now)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		retry := max(time.Duration(until-now)*time.Millisecond, time.Millisecond)
+		if freed {
+			if tries < 3 {
+				continue
+			}
+			retry = time.Millisecond
+		}
+		return b.wait(lk, n, req, retry)
+	}
+}
+
+// wait ends a refused attempt: a waiter keeps its place for req.Queue,
+// an attempt that does not wait removes its node.
+func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duration) (driver.Grant, error) {
+	if req.Queue <= 0 {
+		if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return driver.Grant{}, err
+		}
+		b.forget(lk)
+		b.setRefused(lk, true)
+		return driver.Grant{RetryAfter: retry}, nil
+	}
+	n.data = nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
+	st, err := b.conn.Set(n.path, n.data.encode(), -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		b.forget(lk)
+		return driver.Grant{RetryAfter: time.Millisecond}, nil
+	}
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	b.noteClock(st.Mtime)
+	b.remember(lk, n)
+	return driver.Grant{RetryAfter: retry}, nil
+}
+
+// peek lists the line of a key as it is, and reports whether a node the
+// request appended would be blocked (and then the grant refusing it),
+// after clearing the lapsed leases in the way. It writes nothing unless
+// a lease in the way may have lapsed.
+func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, blocked bool, err error) {
+	for tries := 0; ; tries++ {
+		names, _, err := b.conn.Children(parent)
+		if errors.Is(err, zk.ErrNoNode) {
+			return driver.Grant{}, false, nil
+		}
+		if err != nil {
+			return driver.Grant{}, false, err
+		}
+		kids := append(line(names), child{kind: req.Kind, hash: h, seq: math.MaxInt64})
+		bs := blockers(kids, len(kids)-1, req.Limit)
+		if len(bs) == 0 {
+			return driver.Grant{}, false, nil
+		}
+		var now int64 // learned only if needed
+		freed, until, err := b.clearLapsed(parent, bs, &now)
+		if err != nil {
+			return driver.Grant{}, false, err
+		}
+		if freed {
+			if tries < 3 {
+				continue // a node left: look again, it may have been another waiter's
+			}
+			return driver.Grant{RetryAfter: time.Millisecond}, true, nil
+		}
+		if now == 0 {
+			now = b.leaderNow()
+		}
+		return driver.Grant{RetryAfter: max(time.Duration(until-now)*time.Millisecond, time.Millisecond)}, true, nil
+	}
+}
+
+// wasRefused reports whether the owner's last attempt was refused, and
+// left no node.
+func (b *Backend) wasRefused(lk lease) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.refused[lk]
+	return ok && time.Since(at) < refusalTTL
+}
+
+// setRefused records whether the owner's last attempt was refused,
+// forgetting the refusals of owners that stopped trying.
+func (b *Backend) setRefused(lk lease, refused bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !refused {
+		delete(b.refused, lk)
+		return
+	}
+	now := time.Now()
+	b.refused[lk] = now
+	if now.Sub(b.purged) > refusalTTL {
+		for r, at := range b.refused {
+			if now.Sub(at) > refusalTTL {
+				delete(b.refused, r)
+			}
+		}
+		b.purged = now
+	}
+}
+
+// create makes the owner's node (reentry: a re-entrant lease's, for that
+// identity hash), in one transaction with a write of the clock node,
+// whose stat gives the transaction's zxid (the new node's creation zxid:
+// its fencing token) and the leader's time. The owner is marked
+// uncertain first, so that if the reply is lost, the next call looks for
+// the node by its name instead of making another.
+func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int32, reentry string) (*node, int64, error) {
+	b.mu.Lock()
+	b.nodes[lk] = &node{reentry: reentry}
+	b.mu.Unlock()
+	for tries := 0; ; tries++ {
+		res, err := b.conn.Multi(
+			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: zk.WorldACL(zk.PermAll), Flags: flags},
+			&zk.SetDataRequest{Path: b.root + "/" + clockName, Version: -1},
+		)
+		if errors.Is(err, zk.ErrNoNode) && tries == 0 {
+			if err := b.makeParents(parent); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(res) != 2 || res[1].Stat == nil {
+			return nil, 0, errors.New("zklock: malformed multi reply")
+		}
+		b.noteClock(res[1].Stat.Mtime)
+		n := &node{path: res[0].String, token: uint64(res[1].Stat.Mzxid), data: data, reentry: reentry}
+		b.remember(lk, n)
+		return n, res[1].Stat.Mtime, nil
+	}
+}
+
+// makeParents creates the root, its clock node and the key's node.
+func (b *Backend) makeParents(parent string) error {
+	var paths []string
+	for i := 1; i < len(b.root); i++ {
+		if b.root[i] == '/' {
+			paths = append(paths, b.root[:i])
+		}
+	}
+	paths = append(paths, b.root, b.root+"/"+clockName, parent)
+	for _, p := range paths {
+		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("zklock: creating %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// locate returns the owner's node: known to this client, or found by name
+// after a call whose reply was lost. It is nil when there is none.
+func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
+	b.mu.Lock()
+	n, ok := b.nodes[lk]
+	b.mu.Unlock()
+	if ok && n.path != "" {
+		c := *n
+		return &c, nil
+	}
+	if !ok {
+		return nil, nil
+	}
+	// The node may have been made just before the connection was lost,
+	// and this server, another one perhaps, may lag behind the leader:
+	// sync it first, or it may not show the node yet.
+	if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
+	}
+	names, _, err := b.conn.Children(parent)
+	if errors.Is(err, zk.ErrNoNode) {
+		b.forget(lk)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	kids := line(names)
+	i := find(kids, h)
+	if i < 0 {
+		b.forget(lk)
+		return nil, nil
+	}
+	raw, st, err := b.conn.Get(parent + "/" + kids[i].name)
+	if errors.Is(err, zk.ErrNoNode) {
+		b.forget(lk)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	n = &node{path: parent + "/" + kids[i].name, token: uint64(st.Czxid), data: decodeData(raw)}
+	b.remember(lk, n)
+	c := *n
+	return &c, nil
+}
+
+// entry returns a copy of what this client knows of the owner's node.
+func (b *Backend) entry(lk lease) (node, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, ok := b.nodes[lk]
+	if !ok {
+		return node{}, false
+	}
+	return *n, true
+}
+
+func (b *Backend) remember(lk lease, n *node) {
+	c := *n
+	b.mu.Lock()
+	b.nodes[lk] = &c
+	b.mu.Unlock()
+}
+
+func (b *Backend) forget(lk lease) {
+	b.mu.Lock()
+	delete(b.nodes, lk)
+	b.mu.Unlock()
+}
+
+// clearLapsed looks at the nodes in the way, in line order: one whose
+// lease (or place in line) lapsed on the leader's clock is deleted, unless
+// it was renewed meanwhile (the delete is conditional on its version). It
+// stops at the first node gone, and reports whether one went, and when
+// the lease in the way ends: the first node's, or for a semaphore the
+// first to end among the permits. *now is the leader's clock at the
+// caller's last write, or 0: then a write learns it if a node seems to
+// have lapsed.
+func (b *Backend) clearLapsed(parent string, bs []child, now *int64) (freed bool, until int64, err error) {
+	for i, c := range bs {
+		raw, st, err := b.conn.Get(parent + "/" + c.name)
+		if errors.Is(err, zk.ErrNoNode) {
+			return true, until, nil
+		}
+		if err != nil {
+			return false, 0, err
+		}
+		lapse := st.Mtime + decodeData(raw).Span
+		if i == 0 || c.kind == driver.Permit && lapse < until {
+			until = lapse
+		}
+		if *now == 0 {
+			if lapse > b.leaderNow() {
+				continue // not yet, by our estimate of the leader's clock
+			}
+			// The estimate is only a hint: deleting another client's node
+			// takes the leader's clock itself, as a write reads it.
+			st, err := b.conn.Set(b.root+"/"+clockName, nil, -1)
+			if err != nil {
+				return false, 0, err
+			}
+			b.noteClock(st.Mtime)
+			*now = st.Mtime
+		}
+		if lapse > *now {
+			continue
+		}
+		switch err := b.conn.Delete(parent+"/"+c.name, st.Version); {
+		case err == nil, errors.Is(err, zk.ErrNoNode):
+			return true, until, nil
+		case errors.Is(err, zk.ErrBadVersion): // renewed in time
+		default:
+			return false, 0, err
+		}
+	}
+	return false, until, nil
+}
+
+// Release implements driver.Backend: it deletes the owner's node and, for
+// a holding, records its token in the key's node (Inspect's last token),
+// in one transaction.
+func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	_, err := run(ctx, serial(b, l.Owner, func() (struct{}, error) { return struct{}{}, b.release(l) }))
+	return err
+}
+
+func (b *Backend) release(l driver.Lease) error {
+	lk := lease{l.Key, l.Owner}
+	b.setRefused(lk, false)
+	parent := b.keyPath(l.Key)
+	if e, ok := b.entry(lk); ok && e.reentry != "" {
+		return b.releaseReentrant(l, parent, e)
+	}
+	n, err := b.locate(lk, parent, ownerHash(l.Owner))
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		return b.notHeld(l)
+	}
+	for {
+		err := b.deleteNode(parent, n, -1)
+		switch {
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // the last token moved: read it again
+		case errors.Is(err, zk.ErrNoNode):
+			b.forget(lk)
+			return b.notHeld(l)
+		case err != nil:
+			// The delete may have been applied: the repeat finds the node
+			// gone, and the receipt says that it was this release.
+			if n.data.Held {
+				b.receipt(l)
+			}
+			return err
+		}
+		b.forget(lk)
+		if !n.data.Held { // a waiter left the line: it held nothing
+			return driver.ErrNotHeld
+		}
+		b.receipt(l)
+		return nil
+	}
+}
+
+// receipt remembers that the owner released its holding, so that a
+// repeat of the release reports success.
+func (b *Backend) receipt(l driver.Lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for r, at := range b.receipts {
+		if now.Sub(at) > receiptTTL {
+			delete(b.receipts, r)
+		}
+	}
+	b.receipts[l] = now
+}
+
+// deleteNode deletes n if its version is version (-1: any); a holding's
+// token becomes the key's last token unless a later one is there.
+func (b *Backend) deleteNode(parent string, n *node, version int32) error {
+	if !n.data.Held {
+		return b.conn.Delete(n.path, version)
+	}
+	raw, st, err := b.conn.Get(parent)
+	if err != nil {
+		return err
+	}
+	if last, _ := strconv.ParseUint(string(raw), 10, 64); last >= n.token {
+		return b.conn.Delete(n.path, version)
+	}
+	res, err := b.conn.Multi(
+		&zk.DeleteRequest{Path: n.path, Version: version},
+		&zk.SetDataRequest{Path: parent, Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
+	)
+	for _, r := range res {
+		if r.Error != nil && err == nil {
+			err = r.Error
+		}
+	}
+	for _, r := range res { // the node's absence says more than the version
+		if errors.Is(r.Error, zk.ErrNoNode) {
+			return r.Error
+		}
+	}
+	return err
+}
+
+// notHeld answers a Release without a node: nil for a repeat of a recent
+// release of this client's, else ErrNotHeld.
+func (b *Backend) notHeld(l driver.Lease) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if at, ok := b.receipts[l]; ok && time.Since(at) < receiptTTL {
+		return nil
+	}
+	return driver.ErrNotHeld
+}
+
+// Refresh implements driver.Backend in one round trip: the owner's node
+// is rewritten with the new lease length, which restarts its lease on the
+// leader's clock.
+func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	if ttl <= 0 {
+		return 0, fmt.Errorf("zklock: TTL %v is not positive", ttl)
+	}
+	if err := b.start(ctx); err != nil {
+		return 0, err
+	}
+	return run(ctx, serial(b, l.Owner, func() (time.Duration, error) {
+		lk := lease{l.Key, l.Owner}
+		if e, ok := b.entry(lk); ok && e.reentry != "" {
+			return b.refreshReentrant(lk, b.keyPath(l.Key), e, ttl)
+		}
+		n, err := b.locate(lk, b.keyPath(l.Key), ownerHash(l.Owner))
+		if err != nil {
+			return 0, err
+		}
+		if n == nil || !n.data.Held {
+			return 0, driver.ErrNotHeld
+		}
+		n.data.Span = ms(ttl)
+		st, err := b.conn.Set(n.path, n.data.encode(), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			b.forget(lk)
+			return 0, driver.ErrNotHeld
+		}
+		if err != nil {
+			return 0, err
+		}
+		b.noteClock(st.Mtime)
+		b.remember(lk, n)
+		return b.validFor(ttl), nil
+	}))
+}
+
+// Inspect implements driver.Backend. The remaining lease it reports is
+// estimated on the leader's clock as this client last saw it.
+func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := checkKey(key); err != nil {
+		return driver.Info{}, err
+	}
+	if err := b.start(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	return run(ctx, func() (driver.Info, error) { return b.inspect(key) })
+}
+
+func (b *Backend) inspect(key string) (driver.Info, error) {
+	info, _, err := b.holdings(key)
+	return info, err
+}
+
+// holdings describes key, and returns the nodes that hold it.
+func (b *Backend) holdings(key string) (driver.Info, []string, error) {
+	parent := b.keyPath(key)
+	// A server reads its own copy, which may lag behind the leader: sync
+	// it first, so that Inspect sees every change made before it began.
+	if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return driver.Info{}, nil, err
+	}
+	raw, _, err := b.conn.Get(parent)
+	if errors.Is(err, zk.ErrNoNode) {
+		return driver.Info{}, nil, nil
+	}
+	if err != nil {
+		return driver.Info{}, nil, err
+	}
+	last, _ := strconv.ParseUint(string(raw), 10, 64)
+	info := driver.Info{Token: last}
+	names, _, err := b.conn.Children(parent)
+	if err != nil {
+		return driver.Info{}, nil, err
+	}
+	kids := line(names)
+	datas := make(map[string]nodeData)
+	stats := make(map[string]*zk.Stat)
+	get := func(c child) (nodeData, bool) {
+		if d, ok := datas[c.name]; ok {
+			return d, true
+		}
+		raw, st, err := b.conn.Get(parent + "/" + c.name)
+		if err != nil {
+			return nodeData{}, false
+		}
+		datas[c.name], stats[c.name] = decodeData(raw), st
+		return datas[c.name], true
+	}
+	now := b.leaderNow()
+	var newest nodeData
+	var paths []string
+	for _, c := range holders(kids, func(c child) int { d, _ := get(c); return d.Limit }) {
+		d, ok := get(c)
+		if !ok || !d.Held {
+			continue
+		}
+		st := stats[c.name]
+		left := time.Duration(st.Mtime+d.Span-now) * time.Millisecond
+		if left <= 0 {
+			continue // lapsed: the next attempt removes it
+		}
+		paths = append(paths, parent+"/"+c.name)
+		info.Held, info.Kind = true, c.kind
+		info.Holds += max(len(d.Holds), 1)
+		info.TTL = max(info.TTL, min(left, time.Duration(d.Span)*time.Millisecond))
+		if tok := uint64(st.Czxid); tok >= info.Token || info.Holds == 1 {
+			info.Token, newest = tok, d
+		}
+	}
+	if !info.Held {
+		return driver.Info{Token: last}, nil, nil
+	}
+	info.Meta = make(map[string]string, len(newest.Meta)+1)
+	for k, v := range newest.Meta {
+		info.Meta[k] = v
+	}
+	info.Meta["since"] = strconv.FormatInt(newest.Since, 10)
+	return info, paths, nil
+}
+
+// Close implements driver.Backend: it stops the session monitor and the
+// watches, and closes the connection if the backend opened it (from a
+// URL). Held locks stay until their session or lease ends.
+func (b *Backend) Close() error {
+	if b == nil {
+		return fmt.Errorf("zklock: nil *Backend: %w", distlock.ErrInvalidBackend)
+	}
+	b.once.Do(func() {
+		close(b.closed)
+		if b.ownsConn && b.conn != nil {
+			b.conn.Close()
+		}
+	})
+	return nil
+}
+
+// lostChan returns the channel closed when the session that made or last
+// renewed a node (the current one, just after that call) is gone.
+func (b *Backend) lostChan() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.conn.SessionID()
+	if b.sess != nil && b.sess.id == id {
+		return b.sess.lost
+	}
+	if b.sess == nil {
+		go b.monitor()
+	} else {
+		close(b.sess.lost)
+	}
+	b.sess = &session{id: id, lost: make(chan struct{})}
+	return b.sess.lost
+}
+
+// monitor closes the current session's channel once the connection has
+// another session (or none): the ensemble expired it, and deleted its nodes.
+func (b *Backend) monitor() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.closed:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		if s := b.sess; s != nil && b.conn.SessionID() != s.id {
+			close(s.lost)
+			b.sess = &session{id: b.conn.SessionID(), lost: make(chan struct{})}
+		}
+		b.mu.Unlock()
+	}
+}

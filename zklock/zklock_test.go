@@ -1,0 +1,95 @@
+package zklock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock-go/distlock/distlocktest"
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/testserver"
+	"github.com/distlock-go/distlock/zklock"
+)
+
+// sessionTimeout is the tests' session timeout: short enough for the
+// expiry tests, long enough for an election on a busy machine.
+const sessionTimeout = 6 * time.Second
+
+// dial connects to addrs and waits for a session; the connection is
+// closed when the test ends.
+func dial(t testing.TB, addrs []string, timeout time.Duration) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatalf("zk.Connect: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return conn
+			}
+		case <-deadline:
+			t.Fatalf("no ZooKeeper session with %v within 30s", addrs)
+		}
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// newBackend returns a backend on its own session with addrs.
+func newBackend(t testing.TB, addrs []string, timeout time.Duration) *zklock.Backend {
+	t.Helper()
+	b := zklock.New(dial(t, addrs, timeout), timeout)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// keyPath is where key's nodes live.
+func keyPath(key string) string { return zklock.DefaultRoot + "/" + zklock.EscapeKey(key) }
+
+// harness runs the conformance suite on the servers at addrs; Expire
+// deletes the key's holders and waiters with a connection of its own.
+func harness(t *testing.T, addrs []string) distlocktest.Harness {
+	admin := dial(t, addrs, sessionTimeout)
+	return distlocktest.Harness{
+		NewBackend: func(t testing.TB) driver.Backend { return newBackend(t, addrs, sessionTimeout) },
+		Expire: func(t testing.TB, key string) {
+			_, _ = admin.Sync(keyPath(key)) // its server may lag behind the leader
+			kids, _, err := admin.Children(keyPath(key))
+			if err != nil {
+				t.Fatalf("listing %s: %v", key, err)
+			}
+			for _, k := range kids {
+				if err := admin.Delete(keyPath(key)+"/"+k, -1); err != nil && err != zk.ErrNoNode {
+					t.Fatalf("deleting %s: %v", k, err)
+				}
+			}
+		},
+		TTL: 600 * time.Millisecond,
+	}
+}
+
+// TestStandalone runs the conformance suite, then the regression tests
+// that need no faults of an ensemble, on one standalone server.
+func TestStandalone(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartZooKeeper(t)
+	addrs := []string{srv.Addr()}
+	t.Run("Conformance", func(t *testing.T) { distlocktest.Run(t, harness(t, addrs)) })
+	t.Run("SemaphoreWaitersIdle", func(t *testing.T) { testSemaphoreWaitersIdle(t, addrs) })
+	t.Run("ReadWaitersIdle", func(t *testing.T) { testReadWaitersIdle(t, addrs) })
+	t.Run("MutexWaitersNotStarved", func(t *testing.T) { testMutexWaitersNotStarved(t, addrs) })
+	t.Run("MutexWaitersIdle", func(t *testing.T) { testMutexWaitersIdle(t, addrs) })
+	t.Run("LapsedPermitInLine", func(t *testing.T) { testLapsedPermitInLine(t, addrs) })
+	t.Run("EmptyKey", func(t *testing.T) { testEmptyKey(t, addrs) })
+	t.Run("LocateSyncs", func(t *testing.T) { testLocateSyncs(t, addrs) })
+	t.Run("LostReleaseReply", func(t *testing.T) { testLostReleaseReply(t, addrs) })
+	t.Run("ReentrantOutlivesSession", func(t *testing.T) { testReentrantOutlivesSession(t, addrs) })
+	t.Run("ReentrantLostJoinReply", func(t *testing.T) { testReentrantLostJoinReply(t, addrs) })
+}
