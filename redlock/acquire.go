@@ -136,7 +136,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			// the vote do not collide again (see splitPause).
 			wake = redisnode.WakeNone
 		}
-		b.abandon(ctx, k, req.Key, owner, rs, waiting, ask, wake)
+		b.abandon(ctx, k, req.Key, owner, rs, fo, waiting, ask, wake)
 		if split {
 			return driver.Grant{RetryAfter: splitPause(b.now().Sub(start))}, nil
 		}
@@ -151,12 +151,12 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	token, agreed := fenceToken(rs)
 	if !agreed {
 		if err := b.fence(ctx, k, req, token, rs, start.Add(validFor), b.timeout(ttl)); err != nil {
-			b.abandon(ctx, k, req.Key, owner, rs, waiting, ask, redisnode.WakeToken)
+			b.abandon(ctx, k, req.Key, owner, rs, fo, waiting, ask, redisnode.WakeToken)
 			return driver.Grant{}, err
 		}
 	}
 	if elapsed := b.now().Sub(start); elapsed >= validFor {
-		b.abandon(ctx, k, req.Key, owner, rs, waiting, ask, redisnode.WakeToken)
+		b.abandon(ctx, k, req.Key, owner, rs, fo, waiting, ask, redisnode.WakeToken)
 		return driver.Grant{}, fmt.Errorf("%w: %q: quorum took %v of a %v lease (drift allowance %v); released",
 			ErrValidityExpired, req.Key, elapsed, ttl, ttl-validFor)
 	}
@@ -290,11 +290,16 @@ func (b *Backend) fence(ctx context.Context, k redisnode.Keys, req driver.Reques
 // answered the attempt, not for the late ones. The releases wake the
 // waiters as wake says.
 //
+// A late node's release is sent once the attempt's request to it (in fo)
+// has finished: sent at once, on another connection, it could reach the
+// node first, find nothing to delete, and leave the late grant to hold the
+// node for the whole lease. A late node that refuses needs no release.
+//
 // A release whose outcome is unknown may still run on its node later, and
 // would then delete a grant that a later attempt of the same owner counted.
 // Each node is therefore blocked for this owner (see pendingSet) until its
 // release is known to have run, or never to have left this process.
-func (b *Backend) abandon(ctx context.Context, k redisnode.Keys, key, owner string, rs []reply, late, asked uint64, wake redisnode.Wake) {
+func (b *Backend) abandon(ctx context.Context, k redisnode.Keys, key, owner string, rs []reply, fo *fanout, late, asked uint64, wake redisnode.Wake) {
 	var targets uint64
 	for _, r := range rs {
 		if r.ok || r.err != nil {
@@ -306,9 +311,25 @@ func (b *Backend) abandon(ctx context.Context, k redisnode.Keys, key, owner stri
 		return
 	}
 	b.pending.begin(key, owner, targets)
-	fo := b.fan(context.WithoutCancel(ctx), b.releaseTimeout(), targets, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	bg := context.WithoutCancel(ctx)
+	if late&targets != 0 {
+		fo.then(late&targets, func(i int) {
+			if r := fo.res[i]; r.err == nil && !r.ok {
+				b.pending.end(key, owner, i, true) // refused: nothing to give back
+				return
+			}
+			rctx, cancel := context.WithTimeout(bg, b.releaseTimeout())
+			defer cancel()
+			b.probe(rctx, b.nodes[i].rdb, k, key, owner, i, wake)
+		})
+	}
+	now := targets &^ late
+	if now == 0 {
+		return
+	}
+	rel := b.fan(bg, b.releaseTimeout(), now, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		b.probe(ctx, rdb, k, key, owner, i, wake)
 		return reply{node: i}
 	})
-	fo.collect(targets&^late, func(reply) bool { return true })
+	rel.collect(now, func(reply) bool { return true })
 }

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"hash/fnv"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redlock"
 )
 
@@ -79,6 +81,51 @@ func TestSplitVoteQuiet(t *testing.T) {
 	}
 	if woken(w, 200*time.Millisecond) {
 		t.Error("a split vote's release woke a waiter")
+	}
+}
+
+// TestLateGrantGivenBack: the outcome of a split vote is decided before
+// one node's request has reached it (the network holds it back). When it
+// arrives the node grants it, and the give-back must come after that grant,
+// not overtake it: a give-back that runs first finds nothing to delete, and
+// the late grant then holds the node for the whole lease.
+func TestLateGrantGivenBack(t *testing.T) {
+	addrs := addrsOf(startNodes(t, 5))
+	cs := newClients(t, addrs)
+	ctx := context.Background()
+	// The held request must be the script itself, not a NOSCRIPT retry.
+	if err := redisnode.LoadScripts(ctx, cs[2]); err != nil {
+		t.Fatal(err)
+	}
+	proxy := testserver.StartProxy(t, addrs[2])
+	via := slices.Clone(addrs)
+	via[2] = proxy.Addr()
+	be := newBackend(t, via, slowNodes)
+	const key = "late"
+	hold(t, cs, key, "x", 0, 1)
+	hold(t, cs, key, "z", 3, 4)
+
+	held, deliver := proxy.HoldRequest(lockKey(key))
+	g, err := be.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "y"}, TTL: 10 * time.Second})
+	if err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
+	select {
+	case <-held:
+	case <-time.After(2 * time.Second):
+		t.Fatal("node 2's request was not held: the fault was not injected")
+	}
+	// Whatever else the attempt sent node 2 has had time to arrive.
+	time.Sleep(100 * time.Millisecond)
+	deliver()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := redisnode.Inspect(ctx, cs[2], redisnode.KeysFor(redlock.DefaultPrefix, key))
+		if err == nil && !st.Held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 2 after its late grant: %+v, %v; want the grant given back", st, err)
+		}
 	}
 }
 

@@ -46,6 +46,9 @@ type fanout struct {
 	wakeAt int32
 	refs   atomic.Int32
 
+	follow  atomic.Pointer[followUp] // set by then
+	claimed atomic.Uint64            // nodes whose follow-up has started
+
 	seen    uint64 // replies handed out by next; the caller's only
 	expired bool   // next found the timeout passed; the caller's only
 }
@@ -125,7 +128,40 @@ func (fo *fanout) run(f op, i int, n *node) {
 		}
 	}
 	fo.done()
+	if fl := fo.follow.Load(); fl != nil && fl.nodes&bit != 0 && fo.claim(bit) {
+		fl.f(i)
+	}
 }
+
+// followUp is what then arranges: f, for each of nodes.
+type followUp struct {
+	nodes uint64
+	f     func(node int)
+}
+
+// then arranges for f to run for each node in nodes once that node's
+// request has finished (replied, failed or timed out): in a goroutine of
+// its own for a node already finished, else in the node's worker right
+// after the request. A request to a node goes on a connection of its own,
+// so anything sent to that node before then may overtake it; f cannot. At
+// most one call per fan-out.
+//
+// run sets the node's bit of got and then looks for a follow-up; then
+// stores the follow-up and then looks at got. Whichever comes second sees
+// the other's write, and claim lets only one of them start f.
+func (fo *fanout) then(nodes uint64, f func(node int)) {
+	fo.follow.Store(&followUp{nodes: nodes, f: f})
+	for done := fo.got.Load() & nodes; done != 0; done &= done - 1 {
+		bit := done & -done
+		if fo.claim(bit) {
+			go f(bits.TrailingZeros64(bit))
+		}
+	}
+}
+
+// claim reports whether the caller is the first to claim the follow-up of
+// the node with bit.
+func (fo *fanout) claim(bit uint64) bool { return fo.claimed.Or(bit)&bit == 0 }
 
 // done drops one reference; the last one cancels the shared context.
 func (fo *fanout) done() {
