@@ -113,7 +113,15 @@ func StartMariaDB(ctx context.Context) (*Database, error) {
 		return nil, err
 	}
 	data := filepath.Join(d.dir, "data")
-	if err := d.runAs(install, "--no-defaults", "--datadir="+data, "--skip-test-db",
+	// A temporary directory of its own: mariadbd deletes every #sql file in
+	// its tmpdir as it starts, which, in a shared /tmp, pulls the temporary
+	// tables from under another instance's bootstrap (it fails, or crashes).
+	tmp, err := d.mkdir("tmp")
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	if err := d.runAs(install, "--no-defaults", "--datadir="+data, "--tmpdir="+tmp, "--skip-test-db",
 		"--auth-root-authentication-method=normal"); err != nil {
 		_ = d.Close()
 		return nil, err
@@ -130,7 +138,7 @@ GRANT ALL ON %[1]s.* TO '%[2]s'@'%%';
 	// mariadbd opens its port once recovery and the init file are done.
 	d.ready = func() error { return dial(d.Addr()) }
 	return d, d.startOnFreePort(ctx, func(port string) []string {
-		return []string{server, "--no-defaults", "--datadir=" + data,
+		return []string{server, "--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
 			"--socket=" + filepath.Join(d.dir, "mysqld.sock"), "--pid-file=" + filepath.Join(d.dir, "mysqld.pid"),
 			"--port=" + port, "--bind-address=127.0.0.1", "--skip-name-resolve", "--init-file=" + initSQL,
 			"--innodb-flush-log-at-trx-commit=2", "--max-connections=300", "--innodb-buffer-pool-size=32M", "--skip-log-bin"}
@@ -188,6 +196,21 @@ func newDatabase(kind, pattern string) (*Database, error) {
 		}
 	}
 	return d, nil
+}
+
+// mkdir makes a directory in the server's directory, owned by the server's
+// user, and returns its path.
+func (d *Database) mkdir(name string) (string, error) {
+	dir := filepath.Join(d.dir, name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", err
+	}
+	if d.cred != nil {
+		if err := os.Chown(dir, int(d.cred.Uid), int(d.cred.Gid)); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // runAs runs a setup command (initdb, mariadb-install-db) to completion as
