@@ -91,6 +91,9 @@ func parseURL(u *url.URL) (servers []string, root string, session, connect time.
 	if root == "" {
 		root = DefaultRoot
 	}
+	if err := checkRoot(root); err != nil {
+		return nil, "", 0, 0, invalid(u, "%v", err)
+	}
 	session, connect = DefaultSessionTimeout, 10*time.Second
 	q := u.Query()
 	for name, v := range q {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/zklock"
 )
 
@@ -22,6 +23,11 @@ func TestOpenMalformedURL(t *testing.T) {
 		"zk://h1:2181?session_timeout=-1s",
 		"zk://h1:2181?connect_timeout=0s",
 		"zk://h1:2181?colour=blue",
+		"zk://h1:2181//",
+		"zk://h1:2181/a//b",
+		"zk://h1:2181/a/./b",
+		"zk://h1:2181/a/..",
+		"zk://h1:2181/zookeeper/locks",
 	} {
 		c, err := distlock.Open(ctxFor(t, 5*time.Second), u)
 		if err == nil {
@@ -67,6 +73,8 @@ func TestNewInvalid(t *testing.T) {
 		"nil conn":         zklock.New(nil, time.Second),
 		"nil backend":      nil,
 		"relative root":    zklock.New(conn, time.Second, zklock.WithRoot("locks")),
+		"root with ..":     zklock.New(conn, time.Second, zklock.WithRoot("/a/../b")),
+		"reserved root":    zklock.New(conn, time.Second, zklock.WithRoot("/zookeeper/x")),
 		"non-positive ttl": zklock.New(conn, 0),
 	} {
 		if _, err := b.Acquire(ctx, req); !errors.Is(err, distlock.ErrInvalidBackend) {
@@ -75,5 +83,36 @@ func TestNewInvalid(t *testing.T) {
 		if err := b.Release(ctx, req.Lease); !errors.Is(err, distlock.ErrInvalidBackend) {
 			t.Errorf("%s: Release: %v; want ErrInvalidBackend", name, err)
 		}
+	}
+}
+
+// TestCloseEndsOwnSession: closing a client opened from a URL closes the
+// connection it made, which ends the session and with it every node the
+// session made. A lock held through it is gone at once, and its holder
+// must be told so, not left to believe it holds the lock until its
+// deadline while another client takes it.
+func TestCloseEndsOwnSession(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartZooKeeper(t)
+	ctx := ctxFor(t, 20*time.Second)
+	c, err := distlock.Open(ctx, "zk://"+srv.Addr(), distlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	l, err := c.Mutex("closing").TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock's handle still reports it held 5s after its session was closed")
+	}
+	other := distlock.New(newBackend(t, []string{srv.Addr()}, sessionTimeout))
+	if _, err := other.Mutex("closing").TryLock(ctx); err != nil {
+		t.Errorf("TryLock by another client after the holder's session closed: %v; want the lock free", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/zklock"
 )
 
 // counting counts the acquisition attempts made through a backend.
@@ -244,4 +245,53 @@ func testMutexWaitersNotStarved(t *testing.T, addrs []string) {
 	if median := sorted[workers/2]; median < 10 {
 		t.Errorf("the median worker got the lock %d times in 3s; want at least 10 (per worker: %v)", median, counts)
 	}
+}
+
+// testWatchAfterTargetLeft: the node a watch is about to watch leaves
+// between the read of the line and the setting of the watch. The watch
+// fires, and must also fire for the next release: a watch set for the
+// gone node's creation would never fire again.
+func testWatchAfterTargetLeft(t *testing.T, addrs []string) {
+	holder := newBackend(t, addrs, sessionTimeout)
+	waiter := newBackend(t, addrs, sessionTimeout)
+	ctx := ctxFor(t, 20*time.Second)
+	const key = "target-left"
+	take := func(owner string) driver.Lease {
+		t.Helper()
+		l := driver.Lease{Key: key, Owner: owner}
+		g, err := holder.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute})
+		if err != nil || !g.Acquired {
+			t.Fatalf("Acquire by %s: %+v, %v", owner, g, err)
+		}
+		return l
+	}
+	first := take("first")
+	var once sync.Once
+	zklock.SetLineRead(func() {
+		once.Do(func() {
+			if err := holder.Release(ctx, first); err != nil {
+				t.Errorf("Release in the hook: %v", err)
+			}
+		})
+	})
+	w, err := waiter.Watch(ctx, key, "")
+	zklock.SetLineRead(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	fired := func(what string) {
+		t.Helper()
+		select {
+		case <-w.C():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the watch did not fire for %s", what)
+		}
+	}
+	fired("the release between the read and the watch")
+	second := take("second")
+	if err := holder.Release(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	fired("the next release")
 }

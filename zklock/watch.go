@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -76,6 +77,10 @@ func onlyAdded(a, next armed) bool {
 	return true
 }
 
+// lineRead, when set (by tests), runs in arm between reading the line and
+// setting the watch: the moment a node can leave unseen.
+var lineRead atomic.Pointer[func()]
+
 // arm sets the watch that the next release the waiter cares about fires.
 func (w *watch) arm() (armed, error) {
 	conn := w.b.conn
@@ -86,6 +91,9 @@ func (w *watch) arm() (armed, error) {
 	}
 	if err != nil {
 		return armed{}, err
+	}
+	if f := lineRead.Load(); f != nil {
+		(*f)()
 	}
 	// anyChange watches the whole line; the key may be free already if
 	// a node left since it was read.
@@ -127,7 +135,13 @@ func (w *watch) arm() (armed, error) {
 	if err != nil {
 		return armed{}, err
 	}
-	return armed{events: events, now: !ok}, nil
+	if !ok {
+		// Gone since the line was read. ExistsW has then set a watch for
+		// the node's creation, which never comes (sequence numbers are not
+		// reused): watch the line instead, or nothing later would fire.
+		return anyChange(true)
+	}
+	return armed{events: events}, nil
 }
 
 func (w *watch) loop(a armed) {

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,10 +142,30 @@ func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 		b.invalid = fmt.Errorf("zklock: nil *zk.Conn: %w", distlock.ErrInvalidBackend)
 	case sessionTimeout <= 0:
 		b.invalid = fmt.Errorf("zklock: session timeout %v is not positive: %w", sessionTimeout, distlock.ErrInvalidBackend)
-	case len(b.root) < 2 || b.root[0] != '/' || b.root[len(b.root)-1] == '/':
-		b.invalid = fmt.Errorf("zklock: root %q is not an absolute znode path: %w", b.root, distlock.ErrInvalidBackend)
+	default:
+		if err := checkRoot(b.root); err != nil {
+			b.invalid = fmt.Errorf("zklock: %w: %w", err, distlock.ErrInvalidBackend)
+		}
 	}
 	return b
+}
+
+// checkRoot reports whether root can hold the keys' nodes: an absolute
+// znode path other than "/", without empty, "." or ".." parts, and outside
+// /zookeeper, which the ensemble reserves.
+func checkRoot(root string) error {
+	if len(root) < 2 || root[0] != '/' || root[len(root)-1] == '/' {
+		return fmt.Errorf("root %q is not an absolute znode path below /", root)
+	}
+	for _, part := range strings.Split(root[1:], "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("root %q has an empty, \".\" or \"..\" part", root)
+		}
+	}
+	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
+		return fmt.Errorf("root %q is under /zookeeper, which ZooKeeper reserves", root)
+	}
+	return nil
 }
 
 // Capabilities implements driver.Backend: waiters are notified, fair ones
@@ -273,6 +294,13 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		return driver.Grant{}, err
 	}
 	return run(ctx, serial(b, req.Owner, func() (driver.Grant, error) {
+		// An attempt that waited for the owner's stripe until its caller
+		// gave up is not made: the caller may have sent its release
+		// already, and an attempt after it would leave a node nobody
+		// releases.
+		if err := ctx.Err(); err != nil {
+			return driver.Grant{}, err
+		}
 		if req.Reentry != "" {
 			return b.acquireReentrant(req)
 		}
@@ -849,7 +877,10 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 
 // Close implements driver.Backend: it stops the session monitor and the
 // watches, and closes the connection if the backend opened it (from a
-// URL). Held locks stay until their session or lease ends.
+// URL). Locks held on a connection the caller gave [New] stay until their
+// session or lease ends. Closing a connection of the backend's own ends
+// its session, and ZooKeeper deletes the session's nodes at once: the
+// locks held through it are gone, and their Lost channels close.
 func (b *Backend) Close() error {
 	if b == nil {
 		return fmt.Errorf("zklock: nil *Backend: %w", distlock.ErrInvalidBackend)
@@ -857,17 +888,34 @@ func (b *Backend) Close() error {
 	b.once.Do(func() {
 		close(b.closed)
 		if b.ownsConn && b.conn != nil {
+			b.mu.Lock()
+			if b.sess != nil {
+				close(b.sess.lost)
+				b.sess = nil
+			}
+			b.mu.Unlock()
 			b.conn.Close()
 		}
 	})
 	return nil
 }
 
+// closedChan is a closed channel: the Lost of a lock whose session ended
+// with the backend.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // lostChan returns the channel closed when the session that made or last
 // renewed a node (the current one, just after that call) is gone.
 func (b *Backend) lostChan() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ownsConn {
+		select {
+		case <-b.closed: // the session ended with Close
+			return closedChan
+		default:
+		}
+	}
 	id := b.conn.SessionID()
 	if b.sess != nil && b.sess.id == id {
 		return b.sess.lost

@@ -88,6 +88,7 @@ func TestStandalone(t *testing.T) {
 	t.Run("MutexWaitersIdle", func(t *testing.T) { testMutexWaitersIdle(t, addrs) })
 	t.Run("LapsedPermitInLine", func(t *testing.T) { testLapsedPermitInLine(t, addrs) })
 	t.Run("EmptyKey", func(t *testing.T) { testEmptyKey(t, addrs) })
+	t.Run("WatchAfterTargetLeft", func(t *testing.T) { testWatchAfterTargetLeft(t, addrs) })
 	t.Run("LocateSyncs", func(t *testing.T) { testLocateSyncs(t, addrs) })
 	t.Run("LostReleaseReply", func(t *testing.T) { testLostReleaseReply(t, addrs) })
 	t.Run("ReentrantOutlivesSession", func(t *testing.T) { testReentrantOutlivesSession(t, addrs) })
