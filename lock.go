@@ -102,8 +102,10 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // [ErrLockLost] or [ErrLockExpired] (which also matches ErrLockLost).
 func (l *Lock) Err() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	l.expire(time.Now()) // its timer may not have run yet
+	err := l.err
+	l.unlock()
+	return err
 }
 
 // Context returns a context derived from parent that is cancelled when the
@@ -246,9 +248,7 @@ func (l *Lock) confirmed(start time.Time, valid time.Duration) {
 // lease past its deadline ends here even if the timer has not run yet.
 // l.mu is held.
 func (l *Lock) ended(now time.Time) error {
-	if l.err == nil && !l.unlocked && !now.Before(l.validUntil) {
-		l.end(context.Background(), ErrLockExpired, LossExpired)
-	}
+	l.expire(now)
 	switch {
 	case l.err != nil:
 		return l.err
@@ -256,6 +256,14 @@ func (l *Lock) ended(now time.Time) error {
 		return ErrLockReleased
 	}
 	return nil
+}
+
+// expire ends a lease that is past its deadline at now and not being
+// released; l.mu is held.
+func (l *Lock) expire(now time.Time) {
+	if l.err == nil && !l.unlocked && !now.Before(l.validUntil) {
+		l.end(context.Background(), ErrLockExpired, LossExpired)
+	}
 }
 
 // Unlock releases the lock and ends the handle. It returns nil when the

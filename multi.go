@@ -57,8 +57,10 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 	for _, m := range order {
 		l, err := take(m, ctx)
 		if err != nil {
-			// Give back what was taken, even though ctx may be done.
-			_ = ml.unlock(context.WithoutCancel(ctx))
+			// Give back what was taken. Unlock releases even when ctx
+			// is done, detached from it and bounded by the release
+			// timeout.
+			_ = ml.unlock(ctx)
 			return nil, err
 		}
 		ml.locks = append(ml.locks, l)

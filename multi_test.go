@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/memlock"
 )
 
@@ -165,4 +166,54 @@ func ExampleLockAll() {
 	// Output:
 	// stock:amsterdam 1
 	// stock:berlin 1
+}
+
+// hangingRelease is a backend whose releases hang until their context ends.
+type hangingRelease struct{ driver.Backend }
+
+func (hangingRelease) Release(ctx context.Context, _ driver.Lease) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestLockAllGivesBackWithinReleaseTimeout: LockAll whose context ends
+// while it waits for one key gives back those it took, bounded by the
+// release timeout like any Unlock with a done context, even if the backend
+// does not answer.
+func TestLockAllGivesBackWithinReleaseTimeout(t *testing.T) {
+	be := memlock.New()
+	holder, err := distlock.New(be).Mutex("b").TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Unlock(context.Background())
+	c := distlock.New(hangingRelease{be}, distlock.WithReleaseTimeout(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := distlock.LockAll(ctx, c.Mutex("a"), c.Mutex("b"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, distlock.ErrNotObtained) {
+			t.Errorf("LockAll: %v; want ErrNotObtained", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("LockAll still giving back what it took 5s after its context ended, with a release timeout of 200ms")
+	}
+}
+
+// TestLockAllNilContext: a nil context is a bad argument, not a panic.
+func TestLockAllNilContext(t *testing.T) {
+	m := distlock.New(memlock.New()).Mutex("k")
+	//lint:ignore SA1012 a nil context is what this test is about
+	if _, err := distlock.LockAll(nil, m); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("LockAll(nil): %v; want ErrInvalidArgument", err)
+	}
+	//lint:ignore SA1012 a nil context is what this test is about
+	if _, err := distlock.TryLockAll(nil, m); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("TryLockAll(nil): %v; want ErrInvalidArgument", err)
+	}
 }

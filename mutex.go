@@ -126,6 +126,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		cl.attempt(ctx, m, start, g, err)
 		switch {
 		case refused(err):
+			if req.Queue > 0 || w.ambiguous {
+				m.abandon(ctx, req.Lease, w.ambiguous) // as when giving up below
+			}
 			return nil, cl.failed(ctx, m, m.refusal(err))
 		case err == nil && g.Acquired:
 			return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
@@ -393,6 +396,14 @@ func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g 
 		// problem; holding it would break mutual exclusion.
 		m.abandon(context.Background(), l, false)
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor))
+	}
+	if took := time.Since(start); took >= g.ValidFor {
+		// The lease's validity ran out before its reply arrived: the
+		// lock may be someone else's by now. The TTL is too short for
+		// the round trips the backend needs.
+		m.abandon(context.Background(), l, false)
+		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
+			m.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
 	}
 	return startLock(ctx, m, l, start, g, ambiguous, cl), nil
 }
