@@ -46,10 +46,10 @@ UNION SELECT name FROM {holds} WHERE released_us = 0 AND expires_us > {now} AND 
 
 // Break implements driver.Backend: Inspect, then one statement that marks
 // the row free (keeping its token) and, on PostgreSQL, notifies waiters;
-// for a read-write lock or a semaphore, one that ends its holds. A
-// connection-scoped lock is broken by ending the holder's connection on
-// the server (pg_terminate_backend, KILL), which needs the right to: the
-// same database user, or an administrator's.
+// for a read-write lock or a semaphore, one before it that ends its holds
+// and notifies likewise. A connection-scoped lock is broken by ending the
+// holder's connection on the server (pg_terminate_backend, KILL), which
+// needs the right to: the same database user, or an administrator's.
 func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 	info, err := b.Inspect(ctx, key)
 	if err != nil || !info.Held {
@@ -61,8 +61,14 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 		}
 	}
 	if info.Kind != driver.Exclusive {
-		h := prepare(b.dialect, b.table, `UPDATE {holds} SET expires_us = 0 WHERE name = $1 AND released_us = 0 AND kind <> `+strconv.Itoa(claim))
-		if _, err := b.db.ExecContext(ctx, h.query, h.args(key)...); err != nil {
+		// The key's row in the lease table is free already: the notice
+		// goes with the holds.
+		h := `UPDATE {holds} SET expires_us = 0 WHERE name = $1 AND released_us = 0 AND kind <> ` + strconv.Itoa(claim)
+		if b.dialect == Postgres {
+			h = `WITH r AS (` + h + ` RETURNING 1)
+SELECT count(*), count(pg_notify('{channel}', $1)::TEXT) FROM r`
+		}
+		if _, err := b.exec(ctx, prepare(b.dialect, b.table, h), key); err != nil {
 			return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
 		}
 	}

@@ -502,7 +502,8 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND classid::BIGINT = $
 	}
 }
 
-// close ends the connection-scoped holdings and their loss check.
+// close ends the connection-scoped holdings and their loss check. Only
+// the first call stops the check: a closed backend starts none again.
 func (c *connMode) close() {
 	c.mu.Lock()
 	c.closed = true
@@ -511,7 +512,7 @@ func (c *connMode) close() {
 		leases = append(leases, l)
 	}
 	stop, done := c.stop, c.done
-	c.checking = false
+	c.stop, c.done, c.checking = nil, nil, false
 	c.mu.Unlock()
 	if stop != nil {
 		close(stop)

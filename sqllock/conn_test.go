@@ -219,3 +219,31 @@ func TestConnScopeReleaseNotifies(t *testing.T) {
 		t.Fatalf("the release of a connection-scoped lock by a backend without a listener not heard within 5s")
 	}
 }
+
+// TestConnScopeCloseTwice: Close is idempotent after the backend has held
+// a lock, when its loss check has run: the second Close does nothing and
+// returns nil.
+func TestConnScopeCloseTwice(t *testing.T) {
+	eachServer(t, func(t *testing.T, d database) {
+		b, err := sqllock.New(d.open(t), sqllock.WithConnectionScope())
+		if err != nil {
+			t.Fatalf("sqllock.New: %v", err)
+		}
+		ctx := ctxFor(t, 10*time.Second)
+		l := driver.Lease{Key: "close-twice", Owner: "holder"}
+		if g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute}); err != nil || !g.Acquired {
+			t.Fatalf("Acquire: %+v, %v", g, err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("second Close panicked: %v", r)
+			}
+		}()
+		if err := b.Close(); err != nil {
+			t.Errorf("second Close: %v; want nil", err)
+		}
+	})
+}

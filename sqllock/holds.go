@@ -103,7 +103,13 @@ func (b *Backend) prepareHoldStatements() {
 SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
 	}
 	s.release = p(release)
-	s.withdraw = p(`DELETE FROM {holds} WHERE name = $1 AND owner = $2 AND kind = ` + strconv.Itoa(claim))
+	withdraw := `DELETE FROM {holds} WHERE name = $1 AND owner = $2 AND kind = ` + strconv.Itoa(claim)
+	if b.dialect == Postgres {
+		// The claim kept readers out: its withdrawal lets them in.
+		withdraw = `WITH r AS (` + withdraw + ` RETURNING 1)
+SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
+	}
+	s.withdraw = p(withdraw)
 	s.released = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND released_us > 0`)
 	s.refresh = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2 AND ` + live)
 	s.holding = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND ` + live)
@@ -196,9 +202,10 @@ func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta 
 			permits++
 		default:
 			claimers++
-			continue
 		}
-		wait = max(wait, h.left)
+		if inTheWay(req.Kind, h.kind) {
+			wait = max(wait, h.left)
+		}
 	}
 	if mine != nil && mine.released == 0 && mine.kind != claim {
 		// A repeat: the same grant, extended.
@@ -251,6 +258,17 @@ func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta 
 	return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
 }
 
+// inTheWay reports whether a live row of kind k can keep out an attempt
+// of kind want, and so counts towards its RetryAfter: for a reader, a
+// writer's hold or a waiting writer's claim (which lapses with its Queue),
+// not another reader's; for a writer or a permit, any hold and no claim.
+func inTheWay(want driver.Kind, k int) bool {
+	if want == driver.Read {
+		return k == int(driver.Write) || k == claim
+	}
+	return k != claim
+}
+
 // releaseShared ends a Write, Read or Permit hold, or withdraws a waiting
 // writer's claim.
 func (b *Backend) releaseShared(ctx context.Context, l driver.Lease) error {
@@ -262,7 +280,7 @@ func (b *Backend) releaseShared(ctx context.Context, l driver.Lease) error {
 	if n > 0 {
 		return nil
 	}
-	if _, err := b.db.ExecContext(ctx, s.withdraw.query, s.withdraw.args(l.Key, l.Owner)...); err != nil {
+	if _, err := b.exec(ctx, s.withdraw, l.Key, l.Owner); err != nil {
 		return fmt.Errorf("sqllock: release: %w", err)
 	}
 	var one int

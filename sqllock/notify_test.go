@@ -2,6 +2,8 @@ package sqllock_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -105,5 +107,70 @@ func TestListenerNeedsPostgres(t *testing.T) {
 	db := sqliteFile(t).open(t)
 	if _, err := sqllock.New(db, sqllock.WithListener(pglisten.New(db))); err == nil {
 		t.Errorf("New on SQLite with a listener: no error")
+	}
+}
+
+// notifyWithin is how soon a notified release must wake a watch: well
+// under distlock's safety poll of a second, which is all that wakes a
+// waiter that no notice reaches.
+const notifyWithin = 500 * time.Millisecond
+
+// TestBreakSharedNotifies: Break of a read-write lock or a semaphore,
+// whose holds live in the holds table, wakes the watches of its key at
+// once, as Break of a mutex does.
+func TestBreakSharedNotifies(t *testing.T) {
+	_, d := startPostgres(t)
+	ctx := ctxFor(t, 30*time.Second)
+	waiter := d.listening(t)
+	admin := d.backend(t) // no listener: its Break notifies all the same
+	for _, tc := range []struct {
+		name  string
+		kinds []driver.Kind
+	}{
+		{"writer", []driver.Kind{driver.Write}},
+		{"readers", []driver.Kind{driver.Read, driver.Read}},
+		{"permits", []driver.Kind{driver.Permit, driver.Permit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "broken-" + tc.name
+			for i, kind := range tc.kinds {
+				req := driver.Request{Lease: driver.Lease{Key: key, Owner: "holder-" + strconv.Itoa(i), Kind: kind}, TTL: time.Minute, Limit: 2}
+				if g, err := admin.Acquire(ctx, req); err != nil || !g.Acquired {
+					t.Fatalf("Acquire %d: %+v, %v", i, g, err)
+				}
+			}
+			w := watchListening(t, ctx, waiter, key)
+			if info, err := admin.Break(ctx, key); err != nil || !info.Held {
+				t.Fatalf("Break: %+v, %v; want the holding it ended", info, err)
+			}
+			if !woken(w, notifyWithin) {
+				t.Fatalf("Break of %s not heard within %v", tc.name, notifyWithin)
+			}
+		})
+	}
+}
+
+// TestWithdrawnClaimNotifies: a waiting writer that gives up withdraws its
+// claim, which lets the readers it kept out in: their watches wake at once.
+func TestWithdrawnClaimNotifies(t *testing.T) {
+	_, d := startPostgres(t)
+	ctx := ctxFor(t, 30*time.Second)
+	waiter := d.listening(t)
+	other := d.backend(t)
+	key := "withdrawn"
+	reader := driver.Request{Lease: driver.Lease{Key: key, Owner: "reader", Kind: driver.Read}, TTL: time.Minute}
+	if g, err := other.Acquire(ctx, reader); err != nil || !g.Acquired {
+		t.Fatalf("Acquire of the reader: %+v, %v", g, err)
+	}
+	writer := driver.Request{Lease: driver.Lease{Key: key, Owner: "writer", Kind: driver.Write}, TTL: time.Minute, Queue: time.Minute}
+	if g, err := other.Acquire(ctx, writer); err != nil || g.Acquired {
+		t.Fatalf("Acquire of the writer while a reader holds: %+v, %v; want refused", g, err)
+	}
+	w := watchListening(t, ctx, waiter, key)
+	if err := other.Release(ctx, writer.Lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Release of the waiting writer: %v", err)
+	}
+	if !woken(w, notifyWithin) {
+		t.Fatalf("the withdrawal of a writer's claim not heard within %v", notifyWithin)
 	}
 }

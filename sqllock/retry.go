@@ -42,8 +42,9 @@ func retryConflict[T any](ctx context.Context, attempt func() (T, error)) (T, er
 // (serialization_failure) and 40P01 (deadlock_detected), MySQL's error
 // 1213 (ER_LOCK_DEADLOCK), SQLite's SQLITE_BUSY and SQLITE_LOCKED, with
 // their extended codes. sqllock imports no driver, so the errors are
-// recognised by method: SQLState() (pgx), Code() (modernc.org/sqlite),
-// and for go-sql-driver/mysql by the field Number of its *MySQLError.
+// recognised by method: SQLState() (pgx), Code() (modernc.org/sqlite);
+// or by field: Number of go-sql-driver/mysql's *MySQLError, Code and
+// ExtendedCode of mattn/go-sqlite3's Error (see [sqliteFieldCode]).
 func conflict(err error) bool {
 	var pg interface{ SQLState() string }
 	if errors.As(err, &pg) {
@@ -59,8 +60,44 @@ func conflict(err error) bool {
 		if mysqlErrorNumber(e) == 1213 {
 			return true
 		}
+		if c, ok := sqliteFieldCode(e); ok {
+			c &= 0xff
+			return c == 5 || c == 6
+		}
 	}
 	return false
+}
+
+// sqliteFieldCode is the Code of an error shaped like the Error of
+// github.com/mattn/go-sqlite3, which that driver returns by value: a
+// struct, or a pointer to one, with integer fields Code (the primary
+// result code) and ExtendedCode. ok is false for any other error.
+func sqliteFieldCode(err error) (code int64, ok bool) {
+	v := reflect.ValueOf(err)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return 0, false
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return 0, false
+	}
+	// Fields of the struct itself only: a promoted one may lie behind a
+	// nil embedded pointer.
+	field := func(name string) (reflect.Value, bool) {
+		f, ok := v.Type().FieldByName(name)
+		if !ok || len(f.Index) != 1 {
+			return reflect.Value{}, false
+		}
+		fv := v.Field(f.Index[0])
+		return fv, fv.CanInt()
+	}
+	c, ok := field("Code")
+	if _, extOK := field("ExtendedCode"); !ok || !extOK {
+		return 0, false
+	}
+	return c.Int(), true
 }
 
 // mysqlErrorNumber is the Number of a go-sql-driver/mysql *MySQLError, or

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -24,11 +25,33 @@ func TestConflict(t *testing.T) {
 		{fmt.Errorf("x: %w", &pgconn.PgError{Code: "23505"}), false},
 		{sql.ErrNoRows, false},
 		{errors.New("Error 1213: not a driver's error"), false},
+		{liteError{Code: 5, ExtendedCode: 5}, true},                        // SQLITE_BUSY
+		{fmt.Errorf("x: %w", liteError{Code: 6, ExtendedCode: 262}), true}, // SQLITE_LOCKED_SHAREDCACHE
+		{&liteError{Code: 5, ExtendedCode: 517}, true},                     // SQLITE_BUSY_SNAPSHOT
+		{liteError{Code: 19, ExtendedCode: 1555}, false},                   // SQLITE_CONSTRAINT_PRIMARYKEY
 	} {
 		if got := conflict(tc.err); got != tc.want {
 			t.Errorf("conflict(%T %v) = %v; want %v", tc.err, tc.err, got, tc.want)
 		}
 	}
+}
+
+// liteError is shaped like the Error of github.com/mattn/go-sqlite3,
+// which that driver returns by value: its codes are fields, not methods.
+type liteError struct {
+	Code         liteErrNo
+	ExtendedCode liteErrNoExtended
+	SystemErrno  syscall.Errno
+	err          string
+}
+
+type (
+	liteErrNo         int
+	liteErrNoExtended int
+)
+
+func (e liteError) Error() string {
+	return fmt.Sprintf("sqlite error %d (%d)%s", e.Code, e.ExtendedCode, e.err)
 }
 
 // TestRetryConflict: an attempt that meets a conflict is made once more,

@@ -581,6 +581,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 
 // Close implements driver.Backend. It closes the *sql.DB only with
 // [WithOwnedDB]; otherwise db stays open, as do the locks held in it.
+// Calling it again does nothing and returns nil.
 func (b *Backend) Close() error {
 	if err := b.valid(); err != nil {
 		return err
