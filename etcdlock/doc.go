@@ -26,6 +26,10 @@
 // Every attempt is one transaction that finds the owner's key first, so a
 // reply lost in transit is recovered by the retry with the same owner: it
 // finds the key and reports the same grant, and nothing is left orphaned.
+// A permit's key that was put but never granted (its attempt was refused
+// and could not give it back, or its reply was lost) is not granted later
+// on its create revision if a greater token was issued meanwhile: it is
+// deleted, and the attempt puts a new key, so that tokens still grow.
 // A release leaves a receipt key for 5 to 10 seconds, so that a repeated
 // release reports success.
 //

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -34,6 +35,11 @@ const DefaultCallTimeout = 5 * time.Second
 // granted for; a new one is granted when it is half used, so a receipt
 // lasts between receiptTTL/2 and receiptTTL.
 const receiptTTL = 10
+
+// beforeIssue, if set (by tests), is called with the owner's key by an
+// attempt that found that key holding the lock, before the grant is
+// issued.
+var beforeIssue atomic.Pointer[func(key string)]
 
 // Backend is a distlock backend on an etcd cluster. Its methods may be
 // called concurrently. The methods of a nil *Backend, or of one on a nil
@@ -216,8 +222,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			return driver.Grant{}, err
 		}
 		g, err := b.acquire(ctx, req, l, start)
-		if errors.Is(err, errLeaseGone) && !retried {
-			continue // granted another lease, once
+		if (errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone)) && !retried {
+			continue // granted another lease, or a new key put, once
 		}
 		if err != nil || !g.Acquired {
 			return g, err
@@ -314,7 +320,8 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 
 // acquirePermit tries for a permit of a semaphore that has holders: it
 // adds the owner's key on lease l, and takes it back if it is not among
-// the first req.Limit.
+// the first req.Limit. A key among them holds from the transaction that
+// put it, before any key put later: its create revision is its token.
 func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time) (driver.Grant, error) {
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "=", 0),
@@ -324,50 +331,137 @@ func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys,
 	if err != nil {
 		return driver.Grant{}, b.leaseErr(err, l, "acquire a permit of", req.Key)
 	}
-	rev := resp.Header.Revision
+	rev, on := resp.Header.Revision, int64(l.id)
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire a permit of %q: the owner's key vanished during the attempt", req.Key)
 		}
-		rev = kvs[0].CreateRevision
+		rev, on = kvs[0].CreateRevision, kvs[0].Lease
 	}
 	if !granted(req.Kind, rev, resp.Responses[1].GetResponseRange().Kvs) {
-		_, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev)).Then(clientv3.OpDelete(k.own)).Commit()
-		if err != nil {
-			// The key stays until its deadline, armed by Acquire.
-			return driver.Grant{}, fmt.Errorf("etcdlock: acquire a permit of %q: give back the key past the first %d: %w", req.Key, req.Limit, err)
-		}
-		b.forget(k.own)
-		return driver.Grant{}, nil
+		return b.giveBack(ctx, req, k, rev)
 	}
-	lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
-	if err := b.noteToken(ctx, k, rev, nil, nil); err != nil {
-		return driver.Grant{}, fmt.Errorf("etcdlock: acquire a permit of %q: %w", req.Key, err)
+	return b.issue(ctx, req, k, rev, on, l, start, false)
+}
+
+// giveBack deletes the owner's permit key, created at rev, which is not
+// among the first req.Limit: permits do not wait in line.
+func (b *Backend) giveBack(ctx context.Context, req driver.Request, k keys, rev int64) (driver.Grant, error) {
+	_, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev)).Then(clientv3.OpDelete(k.own)).Commit()
+	if err != nil {
+		// The key stays until its deadline, armed by Acquire.
+		return driver.Grant{}, fmt.Errorf("etcdlock: acquire a permit of %q: give back the key past the first %d: %w", req.Key, req.Limit, err)
 	}
-	return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
+	b.forget(k.own)
+	return driver.Grant{}, nil
 }
 
 // confirm finishes an attempt of an owner whose key, kv, exists: it is
-// granted if the key is first in line.
+// granted if the key is first in line (for a permit, among the first
+// req.Limit).
+//
+// The check is a read, and issue grants in a transaction of its own,
+// applied only if the key still has kv's create revision: a key that
+// holds keeps holding as long as it exists, since the keys put later are
+// behind it, but it may end between the two (its lease expires, or a
+// Break deletes it). The attempt then starts over.
+//
+// A permit's key may also be one that was never granted: left by an
+// attempt that was refused and could not give it back, or whose reply
+// was lost. Granted now, its create revision may be below the token of a
+// permit granted meanwhile; it is then given back, and the attempt starts
+// over with a new key (see issue).
 func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *mvccpb.KeyValue, l *lease, start time.Time) (driver.Grant, error) {
-	resp, err := b.cli.Txn(ctx).Then(firstHolders(k, req.Kind, req.Limit)).Commit()
+	rev := kv.CreateRevision
+	resp, err := b.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev),
+	).Then(
+		firstHolders(k, req.Kind, req.Limit),
+		clientv3.OpGet(k.last, clientv3.WithKeysOnly()),
+	).Commit()
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
-	if !granted(req.Kind, kv.CreateRevision, resp.Responses[0].GetResponseRange().Kvs) {
-		if req.Queue > 0 {
-			b.setDeadline(k.own, kv.CreateRevision, start.Add(req.Queue), nil) // the place, renewed
+	if !resp.Succeeded {
+		b.vanished(k.own, rev)
+		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, errKeyGone)
+	}
+	// A permit's key was granted if it was put with the grant (k.last
+	// written in the same transaction), or written again since, as issue
+	// does with every permit it grants.
+	last := resp.Responses[1].GetResponseRange().Kvs
+	ungranted := req.Kind == driver.Permit && kv.ModRevision == rev && (len(last) == 0 || last[0].ModRevision != rev)
+	if !granted(req.Kind, rev, resp.Responses[0].GetResponseRange().Kvs) {
+		switch {
+		case ungranted:
+			return b.giveBack(ctx, req, k, rev)
+		case req.Queue > 0:
+			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // the place, renewed
 		}
 		return driver.Grant{}, nil
 	}
-	lost := b.setDeadline(k.own, kv.CreateRevision, start.Add(req.TTL), l)
-	// Granted now (a waiter's turn) or earlier (a repeat): note the token
-	// for Inspect, and move the key to the lease of this request's TTL.
-	if err := b.noteToken(ctx, k, kv.CreateRevision, kv, l); err != nil {
-		return driver.Grant{}, err
+	if f := beforeIssue.Load(); f != nil {
+		(*f)(k.own)
 	}
-	return driver.Grant{Acquired: true, Token: uint64(kv.CreateRevision), Lost: lost}, nil
+	// Granted now (a waiter's turn) or earlier (a repeat).
+	return b.issue(ctx, req, k, rev, kv.Lease, l, start, ungranted)
+}
+
+// issue grants the owner's key, created at rev and on lease on, which
+// holds the lock. In one transaction, applied only if the key still has
+// that create revision, it notes rev, the token, as the key's last for
+// Inspect (unless a greater one is), and puts the key on lease l if it is
+// on another. A permit's key is written even if it is on l: its mod
+// revision then tells a later attempt of its owner that it was granted.
+//
+// With ungranted, for a permit's key never granted before, the token
+// would go back if a greater one was issued since the key was put; the
+// transaction then deletes the key instead.
+//
+// The grant's deadline is set, and its Lost tied to l, only once the
+// transaction is applied. If it is not, the key is gone: the error wraps
+// errKeyGone.
+func (b *Backend) issue(ctx context.Context, req driver.Request, k keys, rev, on int64, l *lease, start time.Time, ungranted bool) (driver.Grant, error) {
+	digits := fmt.Sprintf("%020d", rev)
+	note := clientv3.OpPut(k.lastSlow, digits)
+	var write []clientv3.Op // the key, written again
+	if req.Kind == driver.Permit || on != int64(l.id) {
+		write = append(write, clientv3.OpPut(k.own, "", clientv3.WithIgnoreValue(), clientv3.WithLease(l.id)))
+	}
+	unset := clientv3.Compare(clientv3.CreateRevision(k.lastSlow), "=", 0)
+	var then []clientv3.Op
+	if ungranted {
+		// No grant in one step since the key was put, and no token
+		// above rev noted.
+		before := clientv3.Compare(clientv3.ModRevision(k.last), "<", rev+1)
+		notAbove := clientv3.Compare(clientv3.Value(k.lastSlow), "<", fmt.Sprintf("%020d", rev+1))
+		set := append([]clientv3.Op{note}, write...)
+		then = []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{before, unset}, set,
+			[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{before, notAbove}, set, []clientv3.Op{clientv3.OpDelete(k.own)})})}
+	} else {
+		below := clientv3.Compare(clientv3.Value(k.lastSlow), "<", digits)
+		then = append([]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{unset}, []clientv3.Op{note},
+			[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{below}, []clientv3.Op{note}, nil)})}, write...)
+	}
+	resp, err := b.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev),
+	).Then(then...).Commit()
+	if err != nil {
+		return driver.Grant{}, b.leaseErr(err, l, "acquire", req.Key)
+	}
+	gone := !resp.Succeeded
+	if !gone && ungranted {
+		// Neither branch that grants: the key was deleted.
+		inner := resp.Responses[0].GetResponseTxn()
+		gone = !inner.Succeeded && !inner.Responses[0].GetResponseTxn().Succeeded
+	}
+	if gone {
+		b.vanished(k.own, rev)
+		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, errKeyGone)
+	}
+	lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
+	return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
 }
 
 // firstHolders reads, in line order, the keys that decide whether a
@@ -399,26 +493,6 @@ func granted(kind driver.Kind, rev int64, first []*mvccpb.KeyValue) bool {
 		return len(first) > 0 && first[len(first)-1].CreateRevision >= rev
 	}
 	return len(first) > 0 && first[0].CreateRevision == rev
-}
-
-// noteToken records token as the key's last, unless a greater one is, and
-// moves kv (if not nil) to lease l.
-func (b *Backend) noteToken(ctx context.Context, k keys, token int64, kv *mvccpb.KeyValue, l *lease) error {
-	digits := fmt.Sprintf("%020d", token)
-	set := []clientv3.Op{clientv3.OpPut(k.lastSlow, digits)}
-	ops := []clientv3.Op{
-		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k.lastSlow), "=", 0)}, set,
-			[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k.lastSlow), "<", digits)}, set, nil)}),
-	}
-	if kv != nil && l != nil && kv.Lease != int64(l.id) {
-		ops = append(ops, clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)},
-			[]clientv3.Op{clientv3.OpPut(string(kv.Key), "", clientv3.WithIgnoreValue(), clientv3.WithLease(l.id))}, nil))
-	}
-	if _, err := b.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-		return b.leaseErr(err, l, "acquire", string(k.own))
-	}
-	return nil
 }
 
 // Release implements driver.Backend. A released holding leaves a receipt
@@ -780,23 +854,39 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 
 // holders returns, of the keys of a lock in line order, those that hold
 // it: the first writer, or the readers before the first writer, or the
-// permits (which never wait in line).
+// permits (which never wait in line). Keys this package does not write
+// under the lock (an operator's, another program's), which name no kind
+// of holding and an owner, are passed over.
 func holders(k keys, kvs []*mvccpb.KeyValue) []*mvccpb.KeyValue {
-	if len(kvs) == 0 {
+	kind := func(kv *mvccpb.KeyValue) string {
+		if rest := kv.Key[len(k.lock):]; len(rest) > 2 {
+			switch s := string(rest[:2]); s {
+			case "w/", "r/", "p/":
+				return s
+			}
+		}
+		return ""
+	}
+	line := make([]*mvccpb.KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		if kind(kv) != "" {
+			line = append(line, kv)
+		}
+	}
+	if len(line) == 0 {
 		return nil
 	}
-	kind := func(kv *mvccpb.KeyValue) string { return string(kv.Key[len(k.lock) : len(k.lock)+2]) }
-	switch kind(kvs[0]) {
+	switch kind(line[0]) {
 	case "w/":
-		return kvs[:1]
+		return line[:1]
 	case "r/":
-		for i, kv := range kvs {
+		for i, kv := range line {
 			if kind(kv) != "r/" {
-				return kvs[:i]
+				return line[:i]
 			}
 		}
 	}
-	return kvs
+	return line
 }
 
 // Close implements driver.Backend: it stops the keep-alives of the

@@ -226,6 +226,23 @@ func (b *Backend) forget(key string) {
 	}
 }
 
+// vanished notes that the key, created at rev, is gone, as an attempt of
+// its owner found: the holding it was, if any, is lost (Grant.Lost), and
+// the deadline, armed for the attempt, names no revision any more, so
+// that it ends whatever key the owner puts next.
+func (b *Backend) vanished(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || (d.rev != rev && d.rev != 0) {
+		return
+	}
+	if d.lost != nil && !closed(d.lost) {
+		close(d.lost)
+	}
+	d.rev, d.on, d.lost = 0, nil, nil
+}
+
 // lapse runs on d's timer: the key is deleted if d has passed. A key
 // whose create revision is unknown (its attempt's reply was lost) is
 // deleted whatever its revision: no attempt of the owner runs meanwhile.

@@ -20,6 +20,12 @@ var (
 	// errLeaseGone says that a request named a lease etcd no longer has:
 	// the caller gets a new lease and tries again, once.
 	errLeaseGone = errors.New("etcdlock: lease expired or revoked")
+
+	// errKeyGone says that the owner's key ended between the read of an
+	// attempt and its grant (its lease ended, a Break deleted it, or it
+	// was a permit's key given back to be put again): the caller makes a
+	// new attempt, once.
+	errKeyGone = errors.New("the owner's key ended during the attempt")
 )
 
 // seconds is an etcd lease TTL for ttl: whole seconds, rounded up.

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ func parseURL(u *url.URL) (clientv3.Config, []Option, error) {
 		return cfg, nil, invalid(u, "a path (%q): set the key prefix with ?prefix=", u.Path)
 	}
 	for _, h := range strings.Split(u.Host, ",") {
-		if h == "" || !strings.Contains(h, ":") {
+		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
 			return cfg, nil, invalid(u, "host %q: want host:port", h)
 		}
 		cfg.Endpoints = append(cfg.Endpoints, "http://"+h)

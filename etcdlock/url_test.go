@@ -43,6 +43,8 @@ func TestOpenURLInvalid(t *testing.T) {
 		"etcd://",
 		"etcd://host-without-port",
 		"etcd://a:1,,b:2",
+		"etcd://127.0.0.1:",
+		"etcd://127.0.0.1:2379,127.0.0.1:",
 		"etcd://127.0.0.1:2379/path",
 		"etcd://127.0.0.1:2379?dial_timeout=soon",
 		"etcd://127.0.0.1:2379?dial_timeout=-1s",
