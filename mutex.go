@@ -417,10 +417,10 @@ func newOwner() string {
 }
 
 // refused reports whether the backend refused a request outright (a key
-// it cannot store, a kind it does not offer): retrying cannot help, and
-// nothing was taken.
+// it cannot store, a kind it does not offer, a backend set up wrongly):
+// retrying cannot help, and nothing was taken.
 func refused(err error) bool {
-	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported)
+	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported) || errors.Is(err, ErrInvalidBackend)
 }
 
 // refusal is the error of Lock and TryLock for a request the backend

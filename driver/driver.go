@@ -129,8 +129,10 @@ type Backend interface {
 	// Acquire makes one attempt to take the lease req describes, and
 	// returns Acquired == false (and a nil error) if it is taken. An
 	// error means the outcome is unknown: the caller repeats the call
-	// or releases; but one wrapping ErrInvalidKey or errors.ErrUnsupported
-	// (what the backend does not offer) says nothing was taken. A repeat
+	// or releases; but one wrapping ErrInvalidKey, errors.ErrUnsupported
+	// (what the backend does not offer) or distlock.ErrInvalidBackend (a
+	// backend set up wrongly, or closed) says nothing was taken, and that
+	// a repeat would fail the same way. A repeat
 	// by an owner that holds the lease extends it, reporting the same grant.
 	Acquire(ctx context.Context, req Request) (Grant, error)
 

@@ -11,7 +11,7 @@ import (
 // List implements driver.Backend by scanning the keys under the backend's
 // prefix (every master's, on a Cluster) and inspecting each lock found.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
-	if err := b.check(""); err != nil {
+	if err := b.usable(); err != nil {
 		return nil, err
 	}
 	names, err := redisnode.Names(ctx, b.rdb, b.prefix, prefix)

@@ -70,7 +70,7 @@ func (b *Backend) checkTTL(ttl time.Duration) error {
 // lock taken on a server keeps working without it once the server has run
 // for the maximum lease length.
 func (b *Backend) DeclareFresh(ctx context.Context) error {
-	if err := b.check(""); err != nil {
+	if err := b.usable(); err != nil {
 		return err
 	}
 	return redisnode.DeclareFresh(ctx, b.rdb, b.prefix, b.guard().Cluster)

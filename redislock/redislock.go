@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 )
@@ -93,14 +94,37 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	return b
 }
 
-var errNilClient = errors.New("redislock: nil redis client")
+var errNilClient = fmt.Errorf("redislock: nil redis client: %w", distlock.ErrInvalidBackend)
 
-func (b *Backend) check(key string) error {
+// usable reports whether b can serve calls: a backend that cannot fails
+// every call with an error wrapping distlock.ErrInvalidBackend, which a
+// waiting Lock does not retry.
+func (b *Backend) usable() error {
 	if b == nil || b.rdb == nil {
 		return errNilClient
 	}
 	if b.replicas < 0 || (b.replicas > 0 && b.waitFor <= 0) {
-		return fmt.Errorf("redislock: WithReplicas(%d, %v): want n >= 0 and a positive timeout", b.replicas, b.waitFor)
+		return fmt.Errorf("redislock: WithReplicas(%d, %v): want n >= 0 and a positive timeout: %w", b.replicas, b.waitFor, distlock.ErrInvalidBackend)
+	}
+	return nil
+}
+
+// check is usable for a call on key, which must not be empty: its keys'
+// hash tag would be empty, and Redis Cluster would spread them over slots.
+func (b *Backend) check(key string) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("redislock: empty key: %w", driver.ErrInvalidKey)
+	}
+	return nil
+}
+
+// checkLease fails a lease shorter than the millisecond Redis counts in.
+func checkLease(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("redislock: TTL %v is below a millisecond", ttl)
 	}
 	return nil
 }
@@ -121,6 +145,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}
 	if req.Reentry != "" && (req.Fair || req.Kind != driver.Exclusive) {
 		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks are exclusive and not fair: %w", errors.ErrUnsupported)
+	}
+	if err := checkLease(req.TTL); err != nil {
+		return driver.Grant{}, err
 	}
 	if err := b.checkTTL(req.TTL); err != nil {
 		return driver.Grant{}, err
@@ -253,6 +280,9 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 // acquisition does).
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	if err := b.check(l.Key); err != nil {
+		return 0, err
+	}
+	if err := checkLease(ttl); err != nil {
 		return 0, err
 	}
 	if err := b.checkTTL(ttl); err != nil {

@@ -146,17 +146,54 @@ func TestInvalidInput(t *testing.T) {
 		"nil client": redislock.New(nil),
 		"typed nil":  redislock.New(nilClient),
 	} {
-		if _, err := distlock.New(b).Mutex("k").TryLock(ctx); err == nil {
-			t.Errorf("%s: TryLock succeeded", name)
+		if _, err := distlock.New(b).Mutex("k").TryLock(ctx); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("%s: TryLock: %v; want ErrInvalidBackend", name, err)
 		}
+		lockFails(t, name, b)
 		if err := b.Close(); err != nil {
 			t.Errorf("%s: Close: %v", name, err)
 		}
 	}
 	srv := testserver.StartRedis(t)
 	b := newBackend(t, newClient(t, srv.Addr()), redislock.WithReplicas(-1, time.Second))
-	if _, err := distlock.New(b).Mutex("k").TryLock(ctx); err == nil {
-		t.Errorf("WithReplicas(-1): TryLock succeeded")
+	if _, err := distlock.New(b).Mutex("k").TryLock(ctx); !errors.Is(err, distlock.ErrInvalidBackend) {
+		t.Errorf("WithReplicas(-1): TryLock: %v; want ErrInvalidBackend", err)
+	}
+	lockFails(t, "WithReplicas(-1)", b)
+
+	// Called directly, the backend checks what the front end would.
+	good := newBackend(t, newClient(t, srv.Addr()))
+	if _, err := good.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "", Owner: "o"}, TTL: time.Second}); !errors.Is(err, driver.ErrInvalidKey) {
+		t.Errorf("Acquire of an empty key: %v; want driver.ErrInvalidKey", err)
+	}
+	if _, err := good.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: 500 * time.Microsecond}); err == nil {
+		t.Error("Acquire with a TTL below a millisecond succeeded")
+	}
+	held := driver.Lease{Key: "sub-ms", Owner: "o"}
+	if g, err := good.Acquire(ctx, driver.Request{Lease: held, TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	if _, err := good.Refresh(ctx, held, 500*time.Microsecond); err == nil {
+		t.Error("Refresh to a TTL below a millisecond succeeded")
+	}
+	if info, err := good.Inspect(ctx, held.Key); err != nil || !info.Held {
+		t.Errorf("after a refused sub-millisecond Refresh: %+v, %v; want the lock still held", info, err)
+	}
+}
+
+// lockFails checks that Lock on b, a backend set up wrongly, fails at once
+// rather than retrying until its context ends.
+func lockFails(t *testing.T, name string, b *redislock.Backend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := distlock.New(b).Mutex("k").Lock(ctx)
+	if !errors.Is(err, distlock.ErrInvalidBackend) {
+		t.Errorf("%s: Lock: %v; want ErrInvalidBackend", name, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("%s: Lock took %v to fail; a backend set up wrongly is not worth retrying", name, d)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/distlock-go/distlock"
 )
 
 var (
@@ -22,7 +24,8 @@ var (
 	ErrValidityExpired = errors.New("redlock: lease expired before the quorum was confirmed")
 
 	// ErrNoNodes is returned by every call of a Backend made from no clients.
-	ErrNoNodes = errors.New("redlock: no nodes (give New one client per independent master; an odd number such as 3 or 5)")
+	// It wraps distlock.ErrInvalidBackend.
+	ErrNoNodes = fmt.Errorf("redlock: no nodes (give New one client per independent master; an odd number such as 3 or 5): %w", distlock.ErrInvalidBackend)
 
 	// errPending is a node's error when an earlier request of the same owner
 	// to that node may still be waiting to run there (its reply was lost).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 )
@@ -123,6 +124,9 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 
 func (b *Backend) invalid(err error) {
 	if b.err == nil {
+		if !errors.Is(err, distlock.ErrInvalidBackend) {
+			err = fmt.Errorf("%w: %w", err, distlock.ErrInvalidBackend)
+		}
 		b.err = err
 	}
 }

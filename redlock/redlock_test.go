@@ -182,6 +182,16 @@ func TestInvalidInput(t *testing.T) {
 			} else {
 				check("TryLock", err)
 			}
+			// Not retried: Lock fails at once, not when its context ends.
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			if _, err := distlock.New(b).Mutex("k").Lock(lctx); !errors.Is(err, distlock.ErrInvalidBackend) {
+				t.Errorf("Lock: %v; want ErrInvalidBackend", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("Lock took %v to fail on a backend set up wrongly", d)
+			}
 			if err := b.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
