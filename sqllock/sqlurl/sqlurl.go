@@ -17,7 +17,8 @@
 // table); the others go to the driver. A mysql:// URL
 // becomes the driver's DSN user:pass@tcp(host:port)/db?options, with
 // parseTime off and a dial timeout of [DefaultMySQLDialTimeout] unless the
-// URL sets timeout. A sqlite:// file is opened in WAL mode with a busy
+// URL sets timeout; a postgres:// URL gets a connect_timeout of
+// [DefaultPostgresConnectTimeout] unless it sets one. A sqlite:// file is opened in WAL mode with a busy
 // timeout of 10s, so that several processes on one host share it, and
 // with synchronous FULL, so that a commit, and the fencing token it
 // issued, survives a power loss (NORMAL, WAL's usual setting, can lose the
@@ -37,6 +38,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +57,12 @@ import (
 // that does not answer holds Open for the kernel's minutes of retries,
 // whatever the context says.
 const DefaultMySQLDialTimeout = 5 * time.Second
+
+// DefaultPostgresConnectTimeout bounds each connection attempt (pgx's
+// connect_timeout) of a postgres:// URL that does not set one, for the
+// same reason: a context without a deadline would otherwise wait out the
+// kernel's retries on a host that does not answer.
+const DefaultPostgresConnectTimeout = 5 * time.Second
 
 func init() {
 	for _, s := range []string{"postgres", "postgresql", "mysql", "sqlite"} {
@@ -135,6 +143,10 @@ func parseURL(u *url.URL) (driverName, dsn, table string, connScope bool, err er
 	case "postgres", "postgresql":
 		if u.Host == "" {
 			return "", "", "", false, invalid(u, "no host")
+		}
+		if !q.Has("connect_timeout") {
+			q.Set("connect_timeout", strconv.Itoa(int(DefaultPostgresConnectTimeout/time.Second)))
+			v.RawQuery = q.Encode()
 		}
 		return "pgx", v.String(), table, connScope, nil
 	case "mysql":

@@ -155,3 +155,28 @@ func TestOpenMySQLUnreachable(t *testing.T) {
 		t.Errorf("Open of an unused loopback port: %v after %v; want an error at once", err, took)
 	}
 }
+
+// TestOpenPostgresUnreachable: a postgres:// URL whose host does not
+// answer fails within the default connect timeout, not when the context
+// (or the kernel's retries) end; the URL's own connect_timeout is kept.
+func TestOpenPostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	open := func(query string) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		c, err := distlock.Open(ctx, "postgres://u:hunter2@"+silentAddr(t)+"/db"+query)
+		if err == nil {
+			c.Close()
+		}
+		return time.Since(start), err
+	}
+	if took, err := open(""); err == nil || took > 10*time.Second {
+		t.Errorf("Open of a host that does not answer: %v after %v; want an error within the default 5s connect timeout", err, took)
+	} else if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+	if took, err := open("?connect_timeout=1"); err == nil || took > 3*time.Second {
+		t.Errorf("Open with connect_timeout=1 of a host that does not answer: %v after %v", err, took)
+	}
+}
