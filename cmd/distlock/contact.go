@@ -37,7 +37,8 @@ func tryUntilAnswered(ctx context.Context, m locker, b *backend, deadline time.T
 	for {
 		l, err := m.TryLock(ctx)
 		if err == nil || errors.Is(err, distlock.ErrNotObtained) || configProblem(err) != "" ||
-			errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidTTL) || errors.Is(err, distlock.ErrInvalidArgument) {
+			errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidTTL) || errors.Is(err, distlock.ErrInvalidArgument) ||
+			errors.Is(err, errors.ErrUnsupported) || errors.Is(err, distlock.ErrInvalidBackend) {
 			return l, err
 		}
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {

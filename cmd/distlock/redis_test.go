@@ -380,3 +380,41 @@ func TestRunChildEnvironmentHasNoCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRestartGuardRedis: on a server that has just started and was not
+// declared fresh, the restart guard holds new locks back. A free key is
+// then not "held elsewhere": run says that the guard is the cause, with
+// --wait 0 as a failure of the backend (69), not a conflict, and before it
+// waits.
+func TestRunRestartGuardRedis(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t, testserver.AsRestarted())
+	u := "redis://" + srv.Addr() + "/0"
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := runBin(t, append([]string{"run", "--url", u, "--key", "fresh", "--wait", "0", "--"}, child("record", marker, "0s")...)...)
+	wantCode(t, r, exitUnavailable)
+	if !strings.Contains(r.stderr, `lock "fresh" not obtained: it is free, but restart guard:`) {
+		t.Errorf("stderr %q; want it to name the restart guard", r.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("CMD ran although the guard held the lock back")
+	}
+	r = runBin(t, append([]string{"run", "--url", u, "--key", "fresh", "--wait", "1s", "--"}, child("exit", "0")...)...)
+	if !strings.Contains(r.stderr, `"fresh" is free, but restart guard:`) || !strings.Contains(r.stderr, "waiting") {
+		t.Errorf("stderr %q; want a note on the restart guard before the wait", r.stderr)
+	}
+}
+
+// TestRunTTLAboveMaximumRedis: a TTL above the restart guard's maximum
+// lease length can never be granted; run says so at once, as a usage
+// error, rather than retrying and calling the backend unavailable.
+func TestRunTTLAboveMaximumRedis(t *testing.T) {
+	t.Parallel()
+	_, u := startRedis(t)
+	r := runBin(t, "run", "--url", u, "--key", "long", "--ttl", "2m", "--", "true")
+	wantCode(t, r, exitUsage)
+	wantOneLine(t, r.stderr, "max_ttl")
+	if r.took > 3*time.Second {
+		t.Errorf("run took %v to refuse a TTL no retry can make valid", r.took)
+	}
+}

@@ -300,6 +300,15 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	// instead of being retried for the whole wait, maybe forever; once it
 	// has answered, failures are retried as long as the wait lasts.
 	l, err := tryUntilAnswered(actx, m, b, time.Now().Add(contact))
+	// A free key refused by a server's restart guard is not a conflict:
+	// say why, rather than "held elsewhere", or nothing while waiting.
+	guard := ""
+	if errors.Is(err, distlock.ErrNotObtained) {
+		guard = c.guardNote(actx, b, o.key)
+		if guard != "" && (o.wait.forever || o.wait.d > 0) {
+			fmt.Fprintf(c.stderr, "distlock run: %q is free, but %s; waiting\n", o.key, guard)
+		}
+	}
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
 		// Lock retries backend errors until the wait ends; say so once
 		// per outage rather than stay silent, maybe forever.
@@ -329,24 +338,56 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 			o.log.Info("distlock run: acquired", "key", o.key, "token", l.Token(), "wait", time.Since(start), "valid_until", l.ValidUntil())
 		}
 		return l, exitOK
-	case errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL), errors.Is(err, distlock.ErrInvalidArgument):
+	case errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL), errors.Is(err, distlock.ErrInvalidArgument),
+		errors.Is(err, errors.ErrUnsupported): // asked of the backend what it does not do, such as a TTL above its maximum
 		return nil, c.usageError("run", "%s", errText(err))
 	case errors.Is(err, distlock.ErrNotObtained):
 		if berr := b.failing(); berr != nil {
 			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: backend unavailable: %v", o.key, berr)
 		}
 		if !o.wait.forever && o.wait.d == 0 {
-			return nil, c.fail(o.conflict, "run", "lock %q is held elsewhere", o.key)
+			if guard != "" {
+				return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: it is free, but %s", o.key, guard)
+			}
+			return nil, c.conflict(o, "lock %q is held elsewhere", o.key)
 		}
 		if ctx.Err() != nil {
 			return nil, c.fail(exitNotObtained, "run", "lock %q not obtained: %v", o.key, ctx.Err())
 		}
-		return nil, c.fail(o.conflict, "run", "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
+		return nil, c.conflict(o, "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, c.backendFailed("run", fmt.Sprintf("backend unavailable: no answer within %v", contact), err)
 	default:
 		return nil, c.backendFailed("run", "backend unavailable", err)
 	}
+}
+
+// conflict ends run for a lock held elsewhere: with --conflict-exit 0 the
+// skip is quiet, as flock -n -E 0's, so that cron sends no mail; any other
+// status comes with the message.
+func (c *cli) conflict(o *runOptions, format string, args ...any) int {
+	if o.conflict == 0 {
+		return 0
+	}
+	return c.fail(o.conflict, "run", format, args...)
+}
+
+// guardNote returns the restart guard's warning when key is free and a
+// server's restart guard holds new locks back, else "". It asks the
+// backend once, briefly: the note only explains a refusal.
+func (c *cli) guardNote(ctx context.Context, b *backend, key string) string {
+	ictx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	info, err := b.client.Inspect(ictx, key)
+	if err != nil || info.Held {
+		return ""
+	}
+	for _, w := range info.Warnings {
+		if strings.HasPrefix(w, "restart guard:") {
+			return w
+		}
+	}
+	return ""
 }
 
 // locker takes a lock, a permit or a shared hold: what run holds.
