@@ -177,8 +177,12 @@ func kindName(k driver.Kind) string {
 	return "unknown"
 }
 
-// Observe records e; see the package doc.
+// Observe records e; see the package doc. An Observer not made by
+// [NewObserver] records nothing.
 func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
+	if o == nil || o.calls == nil {
+		return
+	}
 	now := time.Now()
 	c := o.call(ctx, e, now)
 	if c == nil {
@@ -202,7 +206,7 @@ func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
 	case distlock.EventFailed:
 		o.acquire.Record(ctx, e.Wait.Seconds(), c.metrics, metric.WithAttributes(AcquireResultKey.String("failed")))
 		c.span.SetAttributes(AttemptsKey.Int(e.Attempts))
-		c.span.SetStatus(codes.Error, e.Err.Error())
+		c.span.SetStatus(codes.Error, errMessage(e.Err))
 		c.span.End(trace.WithTimestamp(now))
 		o.forget(e.ID)
 	case distlock.EventRenewed:
@@ -213,7 +217,7 @@ func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
 	case distlock.EventRenewalFailed:
 		o.renewal.Record(ctx, e.Latency.Seconds(), c.metrics, metric.WithAttributes(RenewalResultKey.String("failed")))
 		c.span.AddEvent("renewal failed", trace.WithTimestamp(now), trace.WithAttributes(
-			attribute.String("error.message", e.Err.Error())))
+			attribute.String("error.message", errMessage(e.Err))))
 	case distlock.EventLost:
 		cause := e.Cause.String()
 		o.lost.Add(ctx, 1, c.metrics, metric.WithAttributes(LossCauseKey.String(cause)))
@@ -233,21 +237,33 @@ func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
 	}
 }
 
+// errMessage is err's text, or "" for a nil error (an event made by hand).
+func errMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // ended records the end of a holding.
 func (o *Observer) ended(ctx context.Context, c *call, e distlock.Event, how string) {
 	o.hold.Record(ctx, e.Held.Seconds(), c.metrics, metric.WithAttributes(HoldEndKey.String(how)))
 	o.active.Add(ctx, -1, c.metrics)
 }
 
-// call returns the state of e's call, made at its first attempt, or nil
-// for an event of a call the observer did not see begin.
+// call returns the state of e's call, made at its first attempt (or its
+// failure without one), or nil for an event of a call the observer did not
+// see begin.
 func (o *Observer) call(ctx context.Context, e distlock.Event, now time.Time) *call {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if c := o.calls[e.ID]; c != nil {
 		return c
 	}
-	if e.Type != distlock.EventAttempt || e.Attempts != 1 {
+	// A call begins with its first attempt, or ends before any: it
+	// waited its turn behind other goroutines of its client, in vain.
+	first := e.Type == distlock.EventAttempt && e.Attempts == 1
+	if !first && (e.Type != distlock.EventFailed || e.Attempts != 0) {
 		return nil
 	}
 	common := make([]attribute.KeyValue, 0, len(o.attrs)+3)

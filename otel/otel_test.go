@@ -280,3 +280,60 @@ func TestLostAndFailed(t *testing.T) {
 		t.Errorf("failed acquire span: %v", failed)
 	}
 }
+
+// TestFailedInLine: goroutines of one client that wait in line for a key
+// held elsewhere, and give up before their turn, never reach the backend.
+// Their calls failed all the same, and are recorded as such.
+func TestFailedInLine(t *testing.T) {
+	h := newHarness(t)
+	be := memlock.New()
+	holder, err := distlock.New(be).Mutex("k").TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Unlock(context.Background())
+	c := distlock.New(be, distlock.WithObserver(h.obs))
+	const waiters = 3
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := c.Mutex("k").Lock(ctx)
+			errs <- err
+		}()
+	}
+	for range waiters {
+		if err := <-errs; !errors.Is(err, distlock.ErrNotObtained) {
+			t.Fatalf("Lock: %v; want ErrNotObtained", err)
+		}
+	}
+	got := histCounts(t, h.metrics(t)["distlock.acquire.duration"], distlockotel.AcquireResultKey)
+	if got["failed"] != waiters {
+		t.Errorf("acquisitions %v; want %d failed, those that waited in line included", got, waiters)
+	}
+	failed := 0
+	for _, s := range h.spans.Ended() {
+		if s.Name() == "distlock.acquire" && s.Status().Code == codes.Error {
+			failed++
+		}
+	}
+	if failed != waiters {
+		t.Errorf("%d failed acquire spans; want %d", failed, waiters)
+	}
+}
+
+// TestHandMadeEvents: events with fields the library always sets left
+// empty, and an Observer not made by NewObserver, are recorded or ignored
+// without a panic.
+func TestHandMadeEvents(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.obs.Observe(ctx, distlock.Event{Type: distlock.EventAttempt, ID: 7, Attempts: 1, Key: "k"})
+	h.obs.Observe(ctx, distlock.Event{Type: distlock.EventFailed, ID: 7, Attempts: 1, Key: "k"})
+	h.obs.Observe(ctx, distlock.Event{Type: distlock.EventRenewalFailed, ID: 8, Key: "k"})
+	var zero distlockotel.Observer
+	zero.Observe(ctx, distlock.Event{Type: distlock.EventAttempt, ID: 1, Attempts: 1})
+	var none *distlockotel.Observer
+	none.Observe(ctx, distlock.Event{Type: distlock.EventAttempt, ID: 1, Attempts: 1})
+}
