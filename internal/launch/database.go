@@ -344,10 +344,12 @@ func (d *Database) signal(sig syscall.Signal) []int {
 		return nil
 	}
 	pids := descendants(pid)
+	// The whole group at once first: a server signalled after its children
+	// could replace them meanwhile. Then any child that left the group.
+	_ = syscall.Kill(-pid, sig)
 	for i := len(pids) - 1; i >= 0; i-- {
 		_ = syscall.Kill(pids[i], sig)
 	}
-	_ = syscall.Kill(-pid, sig)
 	return pids
 }
 
@@ -369,6 +371,9 @@ func (d *Database) Resume() error {
 // and shared memory until they exit. Killing a server that is not running
 // does nothing.
 func (d *Database) Kill() error {
+	d.mu.Lock()
+	pgid := d.pid // the server leads its process group
+	d.mu.Unlock()
 	children := d.signal(syscall.SIGKILL)
 	d.mu.Lock()
 	done := d.done
@@ -380,10 +385,49 @@ func (d *Database) Kill() error {
 			return fmt.Errorf("launch: %s on %s did not exit %v after SIGKILL", d.kind, d.Addr(), exitTimeout)
 		}
 	}
+	// A child the server forked while the signals went out (replacing one
+	// killed before it) is not among children, but it is in the server's
+	// process group, and holds the listening socket until it is gone.
+	if pgid > 0 {
+		for _, p := range groupMembers(pgid) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+			children = append(children, p)
+		}
+	}
 	if !gone(children, exitTimeout) {
 		return fmt.Errorf("launch: %s on %s: child processes did not exit %v after SIGKILL", d.kind, d.Addr(), exitTimeout)
 	}
 	return nil
+}
+
+// groupMembers lists the live processes of process group pgid, read from
+// /proc.
+func groupMembers(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 3 || fields[0] == "Z" {
+			continue
+		}
+		if g, err := strconv.Atoi(fields[2]); err == nil && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // Restart starts the server again on the same port and data directory,
