@@ -150,7 +150,8 @@ Schemes in this build: %s
 const exitHelp = `Exit status:
   0      success (run: CMD's own status is passed on; status: every KEY
          is held; unlock: the lock was held and is freed)
-  1      status: a KEY is free; unlock: KEY was not held
+  1      status: a KEY is free; unlock: KEY was not held; torture: a
+         violation was found
   64     usage error: bad flag or argument, malformed URL, unknown scheme
   69     backend unavailable, refusing the configuration (password,
          database, TLS), or unable to do what was asked
