@@ -153,15 +153,28 @@ type Event struct {
 // WithObserver adds o to the observers of the locks: given to [New], it
 // watches every lock of the client; given to [Client.Mutex] (or RWMutex,
 // Semaphore), that lock too, after the client's observers. A nil o is
-// ignored.
+// ignored, and so is an observer given already (to the client and again
+// to the lock), so that it sees each event once.
 func WithObserver(o Observer) Option {
 	return func(opts *options) {
 		if o == nil {
 			return
 		}
+		for _, have := range opts.observers {
+			if sameObserver(have, o) {
+				return // given to the client and to the lock: once
+			}
+		}
 		// A fresh slice: options are copied from the client to each mutex.
 		opts.observers = append(opts.observers[:len(opts.observers):len(opts.observers)], o)
 	}
+}
+
+// sameObserver reports whether a and b are the same observer: equal
+// values of one comparable type (an ObserverFunc, a func, never is).
+func sameObserver(a, b Observer) bool {
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // observers calls several observers in turn.

@@ -287,3 +287,40 @@ func TestEventsMutexObserverAfterClient(t *testing.T) {
 	}
 	_ = holder.Unlock(ctx)
 }
+
+// countingObserver counts the events it sees, by type.
+type countingObserver struct {
+	mu sync.Mutex
+	n  map[distlock.EventType]int
+}
+
+func (c *countingObserver) Observe(_ context.Context, e distlock.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[e.Type]++
+}
+
+// TestObserverGivenTwice: an observer given to the client and again to a
+// lock sees each event once, as a metric of locks held (incremented on
+// each grant, decremented on each release) needs. Observer funcs, which
+// cannot be compared, are each called.
+func TestObserverGivenTwice(t *testing.T) {
+	obs := &countingObserver{n: map[distlock.EventType]int{}}
+	var funcs int
+	f := distlock.ObserverFunc(func(context.Context, distlock.Event) { funcs++ })
+	c := distlock.New(memlock.New(), distlock.WithObserver(obs), distlock.WithObserver(f))
+	ctx := context.Background()
+	l, err := c.Mutex("twice", distlock.WithObserver(obs), distlock.WithObserver(f)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if obs.n[distlock.EventAcquired] != 1 || obs.n[distlock.EventReleased] != 1 {
+		t.Errorf("events seen %v; want one grant and one release", obs.n)
+	}
+	if funcs < 2*3 { // attempt, acquired, released, each to both funcs
+		t.Errorf("the two ObserverFuncs saw %d events; want each to see every event", funcs)
+	}
+}
