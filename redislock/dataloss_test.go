@@ -207,14 +207,16 @@ func TestSentinelFailoverToStaleReplica(t *testing.T) {
 	lctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	var l *distlock.Lock
+	var earlier error // the last error before the one the deadline cut short
 	for { // the client needs a moment to follow the new master
 		if l, err = next.TryLock(lctx); err == nil || lctx.Err() != nil {
 			break
 		}
+		earlier = err
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		t.Fatalf("TryLock on the promoted replica: %v", err)
+		t.Fatalf("TryLock on the promoted replica: %v (the attempt before: %v)", err, earlier)
 	}
 	defer l.Unlock(ctx)
 	t.Logf("token %d before the failover (lost with the master), %d after", lost.Token(), l.Token())

@@ -105,6 +105,14 @@ func (n *Notifier) watch(ctx context.Context, w *Watch) (*Watch, error) {
 		n.chans[ch] = st
 		if err := n.ps.Subscribe(ctx, ch); err != nil {
 			delete(n.chans, ch)
+			// go-redis keeps the channel of a failed SUBSCRIBE, and would
+			// subscribe it on every new connection: take it out. On a
+			// broken connection the UNSUBSCRIBE itself fails, harmlessly
+			// (the channel is dropped from the set first); the wait for it
+			// is bounded, as n.mu is held.
+			uctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = n.ps.Unsubscribe(uctx, ch)
+			cancel()
 			n.mu.Unlock()
 			return nil, err
 		}
