@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +34,9 @@ const (
 	// mutantNoExpiry stores leases for an hour while reporting the TTL
 	// asked for: a holder that dies keeps the lock.
 	mutantNoExpiry = "no-expiry"
+	// mutantCrash ends the worker's process as soon as it is granted the
+	// lock, as a library that panics would.
+	mutantCrash = "crash"
 )
 
 func init() { distlock.Register("mutant+redis", openMutant) }
@@ -40,10 +45,10 @@ func openMutant(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	q := u.Query()
 	kind := q.Get("mutant")
 	switch kind {
-	case mutantNoOwnerCheck, mutantConstantToken, mutantNoExpiry:
+	case mutantNoOwnerCheck, mutantConstantToken, mutantNoExpiry, mutantCrash:
 	default:
-		return nil, fmt.Errorf("%w: mutant %q: want %s, %s or %s", distlock.ErrInvalidURL, kind,
-			mutantNoOwnerCheck, mutantConstantToken, mutantNoExpiry)
+		return nil, fmt.Errorf("%w: mutant %q: want %s, %s, %s or %s", distlock.ErrInvalidURL, kind,
+			mutantNoOwnerCheck, mutantConstantToken, mutantNoExpiry, mutantCrash)
 	}
 	q.Del("mutant")
 	inner := *u
@@ -83,6 +88,10 @@ func (m *mutant) Acquire(ctx context.Context, req driver.Request) (driver.Grant,
 		return g, err
 	}
 	switch m.kind {
+	case mutantCrash:
+		if slices.Contains(os.Args, tortureWorkerCommand) { // not the harness's own checks
+			os.Exit(3)
+		}
 	case mutantConstantToken:
 		g.Token = 7
 	case mutantNoExpiry:

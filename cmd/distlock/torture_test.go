@@ -168,6 +168,8 @@ func TestTortureCatchesMutants(t *testing.T) {
 		{"constant-token", "none", []string{"duplicate-token", "token-order"}},
 		// A killed holder's lock never expires: nobody gets it again.
 		{"no-expiry", "kill", []string{"stall"}},
+		// Every worker dies at its first grant: what it did last is lost.
+		{"crash", "none", []string{"worker-crash"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mutant, func(t *testing.T) {

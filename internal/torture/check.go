@@ -3,6 +3,7 @@ package torture
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -17,10 +18,11 @@ const (
 	VDoneLate        = "done-late"
 	VStall           = "stall"
 	VLinearizability = "linearizability"
+	VCrash           = "worker-crash"
 )
 
 // ViolationKinds lists the kinds in the order reports show them.
-var ViolationKinds = []string{VFence, VDuplicateToken, VTokenOrder, VExclusion, VDoneLate, VStall, VLinearizability}
+var ViolationKinds = []string{VFence, VDuplicateToken, VTokenOrder, VExclusion, VDoneLate, VStall, VLinearizability, VCrash}
 
 // Violation is one broken promise found in a history.
 type Violation struct {
@@ -81,6 +83,7 @@ func Check(h *History, o CheckOptions) Findings {
 	var stall []Violation
 	stall, f.LongestFree = checkStall(h, o)
 	f.Violations = append(f.Violations, stall...)
+	f.Violations = append(f.Violations, checkCrashes(h.Workers)...)
 	f.Overlaps = countOverlaps(h)
 	for _, op := range h.Ops {
 		if op.Write && op.OK && op.Late {
@@ -97,6 +100,25 @@ func Check(h *History, o CheckOptions) Findings {
 	}
 	slices.SortStableFunc(f.Violations, func(a, b Violation) int { return cmpInt(a.At, b.At) })
 	return f
+}
+
+// checkCrashes reports every worker process that crashed: it exited
+// although the harness neither killed it nor told it to stop, or failed
+// when told to. What it did last went unrecorded, so a crash may hide a
+// violation, and a crash in the library (a panic) is a defect of its own.
+func checkCrashes(ws []*Worker) []Violation {
+	var out []Violation
+	for _, w := range ws {
+		if !w.Crashed {
+			continue
+		}
+		detail := fmt.Sprintf("worker %s (pid %d) exited with status %d without being killed or told to stop", w.ID, w.Pid, w.Exit)
+		if w.Stderr != "" {
+			detail += "; its last output: " + strings.Join(strings.Fields(w.Stderr), " ")
+		}
+		out = append(out, Violation{Kind: VCrash, At: w.End, Detail: detail})
+	}
+	return out
 }
 
 // checkFence checks that every accepted write carries a token above the

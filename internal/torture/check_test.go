@@ -251,3 +251,29 @@ func TestReportTable(t *testing.T) {
 		t.Errorf("SVG: %v\n%.300s", err, svg.String())
 	}
 }
+
+// TestCrashAndInconclusive: a worker that crashed is a violation, and a
+// run that granted nothing fails as inconclusive rather than passing.
+func TestCrashAndInconclusive(t *testing.T) {
+	h := &History{Start: 1, End: 10, Workers: []*Worker{
+		{ID: "0.0", End: 5, Exit: 3, Crashed: true, Stderr: "panic: boom"},
+		{ID: "1.0", End: 9, Killed: true},
+	}}
+	f := Check(h, CheckOptions{})
+	if len(f.Violations) != 1 || f.Violations[0].Kind != VCrash || !strings.Contains(f.Violations[0].Detail, "panic: boom") {
+		t.Errorf("violations %+v; want one worker-crash naming its output", f.Violations)
+	}
+	r := &Report{Operations: Operations{LockCalls: 12, LockErrors: 12}, Findings: Findings{Violations: []Violation{}}}
+	if !r.Failed() || r.Inconclusive() == "" {
+		t.Errorf("a run with no grant: Failed %v, Inconclusive %q; want a failure saying why", r.Failed(), r.Inconclusive())
+	}
+	var out strings.Builder
+	r.WriteTable(&out)
+	if !strings.Contains(out.String(), "INCONCLUSIVE: no lock was granted") {
+		t.Errorf("report:\n%s\nwant an INCONCLUSIVE verdict", out.String())
+	}
+	r.Operations.Grants = 1
+	if r.Failed() {
+		t.Error("a run with a grant and no violation failed")
+	}
+}

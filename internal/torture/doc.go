@@ -32,7 +32,14 @@
 //     limit while a worker with a working connection kept asking for it,
 //     outside server faults (failovers included);
 //   - linearizability: the register's history, as its clients saw it, is
-//     not that of one fenced register (checked with porcupine).
+//     not that of one fenced register (checked with porcupine);
+//   - worker-crash: a worker process exited although the harness neither
+//     killed it nor told it to stop (or failed when told to). What it did
+//     last went unrecorded, so a crash could hide any of the above; its
+//     holdings end at the crash.
+//
+// A run in which no lock was granted fails too, as inconclusive: it
+// checked nothing.
 //
 // Reported without failing: how many "believed held" windows overlapped
 // (a paused holder believes it holds after its lease ended: that is what

@@ -423,7 +423,11 @@ func (h *harness) spawn(s *slot) error {
 		s.mu.Lock()
 		killed := s.killed[p]
 		s.mu.Unlock()
-		h.rec.ended(w, time.Now(), killed)
+		// Workers exit 0 when told to stop; any other end is a crash,
+		// which may hide violations (see VCrash).
+		code := p.ExitCode()
+		crashed := !killed && (code != 0 || !h.isStopped())
+		h.rec.ended(w, time.Now(), killed, crashed, code)
 	}()
 	return nil
 }

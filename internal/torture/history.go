@@ -82,6 +82,13 @@ type Worker struct {
 	Start  int64  `json:"start"`
 	End    int64  `json:"end,omitempty"`
 	Killed bool   `json:"killed,omitempty"`
+	// Crashed: the process exited although it was neither killed nor told
+	// to stop, or exited with a failure when told to; Exit is its status
+	// (-1: a signal the harness did not send).
+	Crashed bool `json:"crashed,omitempty"`
+	Exit    int  `json:"exit,omitempty"`
+	// Stderr is the end of a crashed worker's error output.
+	Stderr string `json:"stderr,omitempty"`
 	// Waits are the Lock calls, from call to return.
 	Waits []Span `json:"-"`
 	// Errors counts Lock calls that failed (backend unreachable).
@@ -153,19 +160,24 @@ func (r *recorder) started(slot, inc, pid int, at time.Time, stderr *tail) *Work
 }
 
 // ended records that worker w's process is gone; killed says by a fault.
-func (r *recorder) ended(w *Worker, at time.Time, killed bool) {
+func (r *recorder) ended(w *Worker, at time.Time, killed, crashed bool, exit int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.End != 0 {
 		return
 	}
 	t := at.UnixNano()
-	w.End, w.Killed = t, killed
+	w.End, w.Killed, w.Crashed, w.Exit = t, killed, crashed, exit
+	if crashed && w.stderr != nil {
+		w.Stderr = w.stderr.String()
+	}
 	if w.open != 0 {
 		w.Waits = append(w.Waits, Span{w.open, t})
 		w.open = 0
 	}
-	if killed {
+	// A dead process holds nothing: its holdings end with it, so that the
+	// checks do not take the lock for held (or released in time) after.
+	if killed || crashed {
 		for _, h := range w.holding {
 			if h.Released == 0 && h.Killed == 0 {
 				h.Killed = t

@@ -139,7 +139,16 @@ func redact(raw string) string {
 }
 
 // Failed reports whether the run found any violation.
-func (r *Report) Failed() bool { return len(r.Findings.Violations) > 0 }
+func (r *Report) Failed() bool { return len(r.Findings.Violations) > 0 || r.Inconclusive() != "" }
+
+// Inconclusive says why a run without violations proves nothing, or
+// returns "": no lock was granted, so there was nothing to check.
+func (r *Report) Inconclusive() string {
+	if r.Operations.Grants == 0 {
+		return fmt.Sprintf("no lock was granted in %d Lock calls (%d failed): nothing was checked", r.Operations.LockCalls, r.Operations.LockErrors)
+	}
+	return ""
+}
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -222,6 +231,10 @@ func (r *Report) WriteTable(w io.Writer) {
 
 	if !r.Failed() {
 		fmt.Fprintf(w, "\nPASS: no violation in %d holdings. Replay the fault schedule with --seed %d.\n", op.Grants, r.Seed)
+		return
+	}
+	if len(r.Findings.Violations) == 0 {
+		fmt.Fprintf(w, "\nINCONCLUSIVE: %s. Replay the fault schedule with --seed %d.\n", r.Inconclusive(), r.Seed)
 		return
 	}
 	fmt.Fprintf(w, "\nFAIL: %d violations in %d holdings. Replay the fault schedule with --seed %d.\n",

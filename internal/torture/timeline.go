@@ -62,8 +62,11 @@ func (r *Report) svg(w io.Writer) {
 		tlWidth, height, tlWidth, height)
 	fmt.Fprintf(w, `<rect width="%d" height="%d" fill="white"/>`+"\n", tlWidth, height)
 	verdict := "PASS"
-	if r.Failed() {
+	switch {
+	case len(r.Findings.Violations) > 0:
 		verdict = fmt.Sprintf("FAIL: %d violations", len(r.Findings.Violations))
+	case r.Failed():
+		verdict = "INCONCLUSIVE: no lock was granted"
 	}
 	fmt.Fprintf(w, `<text x="%d" y="16" font-size="13">distlock torture: %s, %d workers, %s, TTL %s, seed %d — %s</text>`+"\n",
 		tlLeft, html.EscapeString(r.Backend), r.Workers, r.Duration, r.TTL, r.Seed, verdict)
