@@ -208,7 +208,8 @@ func TestSentinelFailoverToStaleReplica(t *testing.T) {
 	defer cancel()
 	var l *distlock.Lock
 	var earlier error // the last error before the one the deadline cut short
-	for {             // the client needs a moment to follow the new master
+	// The client needs a moment to follow the new master.
+	for {
 		if l, err = next.TryLock(lctx); err == nil || lctx.Err() != nil {
 			break
 		}

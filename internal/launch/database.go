@@ -400,11 +400,26 @@ func (d *Database) Kill() error {
 	return nil
 }
 
-// groupMembers lists the live processes of process group pgid, read from
-// /proc.
+// groupMembers lists the live processes of process group pgid.
 func groupMembers(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
 	var out []int
+	for pid, fields := range processes() {
+		if len(fields) < 3 || fields[0] == "Z" {
+			continue
+		}
+		if g, err := strconv.Atoi(fields[2]); err == nil && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// processes reads /proc: for each process, the fields of its stat after
+// the command name (state, ppid, pgrp, ...). The name may hold spaces, so
+// the split is after its closing ')'.
+func processes() map[int][]string {
+	entries, _ := os.ReadDir("/proc")
+	out := make(map[int][]string, len(entries))
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -414,17 +429,8 @@ func groupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) < 3 || fields[0] == "Z" {
-			continue
-		}
-		if g, err := strconv.Atoi(fields[2]); err == nil && g == pgid {
-			out = append(out, pid)
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+			out[pid] = strings.Fields(string(stat[i+1:]))
 		}
 	}
 	return out
@@ -483,23 +489,8 @@ func gone(pids []int, timeout time.Duration) bool {
 
 // descendants lists the processes below pid, read from /proc.
 func descendants(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
 	children := make(map[int][]int)
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
+	for child, fields := range processes() {
 		if len(fields) < 2 {
 			continue
 		}

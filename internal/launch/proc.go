@@ -128,6 +128,7 @@ func (p *Proc) Pause() error {
 	if err := p.Signal(SigStop); err != nil {
 		return err
 	}
+	awaitStopped(p.Pid(), time.Second)
 	p.paused = true
 	return nil
 }
