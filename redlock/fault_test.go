@@ -629,15 +629,19 @@ func TestLateReleaseCannotUndoRetry(t *testing.T) {
 	if g, err := b.Acquire(ctx, req); err != nil || g.Acquired {
 		t.Fatalf("attempt 1: %+v, %v; want not obtained", g, err)
 	}
+	// The refusals may decide attempt 1 before node 2 answers; its release
+	// then follows node 2's reply, a moment later.
+	for deadline := time.Now().Add(5 * time.Second); !hold.used.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the release of attempt 1 was not held back: the fault was not injected")
+		}
+	}
 	// Node 0 is freed; node 1 still refuses. Attempt 2 must not count node
 	// 2, where its grant would be undone.
 	if _, err := srvs[0].Do(t, "DEL", lockKey(key)); err != nil {
 		t.Fatal(err)
 	}
 	g2, err := b.Acquire(ctx, req)
-	if !hold.used.Load() {
-		t.Fatalf("the release of attempt 1 was not held back: the fault was not injected")
-	}
 	close(hold.run)
 	select {
 	case <-hold.done:
