@@ -148,10 +148,13 @@ type Backend interface {
 	Refresh(ctx context.Context, l Lease, ttl time.Duration) (time.Duration, error)
 
 	// Watch subscribes to the releases of key. It is in place when Watch
-	// returns: no later release is missed. owner is a Fair waiter's, or
-	// empty: a Fair backend may then fire only for the waiter whose turn
-	// it is, and must fire for it. Without Notify, it returns an error
-	// wrapping errors.ErrUnsupported.
+	// returns: no later release is missed that ends a lease which refused
+	// an Acquire of key made after that. (A backend may keep quiet about
+	// the release of a lease nobody asked for, so a waiter tries once more
+	// after Watch returns, and only then sleeps.) owner is a Fair
+	// waiter's, or empty: a Fair backend may then fire only for the waiter
+	// whose turn it is, and must fire for it. Without Notify, it returns
+	// an error wrapping errors.ErrUnsupported.
 	Watch(ctx context.Context, key, owner string) (Watch, error)
 
 	// Inspect describes key without changing it. A free key is not an

@@ -167,7 +167,14 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		case req.Reentry != "":
 			token, wait, err = redisnode.AcquireReentrant(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Reentry)
 		case req.Fair:
-			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue)
+			stamp := ""
+			if req.Queue > 0 {
+				if g, ok := b.handedOver(req.Owner); ok {
+					return g, nil
+				}
+				stamp = redisnode.Stamp()
+			}
+			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, stamp)
 		default:
 			token, wait, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
 		}
@@ -187,6 +194,28 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		return driver.Grant{RetryAfter: wait}, nil
 	}
 	return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL - b.drift(req.TTL)}, nil
+}
+
+// handedOver returns the grant a release handed over to owner, a fair
+// waiter, if one came and enough of its lease is left to trust it: at
+// least half. Otherwise the next attempt finds the lease, if it is still
+// there, and renews it for the full TTL.
+//
+// The release that makes it a fair waiter's turn gives it the lock at once
+// and says so on the lock's channel (see the release script), so the
+// waiter holds the lock without another round trip. The lease is as long
+// as the waiter's place in the line, no longer: a waiter that vanished
+// holds the lock up no longer than its place would have.
+func (b *Backend) handedOver(owner string) (driver.Grant, bool) {
+	h, ok := b.notify.TakeGrant(owner)
+	if !ok {
+		return driver.Grant{}, false
+	}
+	valid := time.Until(h.Sent.Add(h.Lease - b.drift(h.Lease)))
+	if valid < h.Lease/2 {
+		return driver.Grant{}, false
+	}
+	return driver.Grant{Acquired: true, Token: h.Token, ValidFor: valid}, true
 }
 
 // acquireReplicated sends the acquire script and WAIT down one connection

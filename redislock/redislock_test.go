@@ -572,9 +572,9 @@ func commandCalls(t *testing.T, srv *testserver.Redis, cmd string) int {
 	return 0
 }
 
-// TestFairWakesOnlyTheNextWaiter: a release names the oldest live fair
-// waiter, so the others sleep on; when that waiter gives up, the next one
-// is woken.
+// TestFairWakesOnlyTheNextWaiter: a release hands the lock to the oldest
+// live fair waiter and wakes it alone, so the others sleep on; when that
+// waiter gives the lock up, the next one is woken.
 func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	b := newBackend(t, newClient(t, srv.Addr()))
@@ -620,13 +620,200 @@ func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 	if fired(w2, 200*time.Millisecond) {
 		t.Error("the release woke the second waiter too; want only the one whose turn it is")
 	}
-	if err := b.Release(ctx, lease("first")); !errors.Is(err, driver.ErrNotHeld) {
-		t.Fatalf("Release by a waiter in line: %v; want ErrNotHeld, and the waiter out of the line", err)
+	// The release handed the lock to the first waiter, which gives it up.
+	if err := b.Release(ctx, lease("first")); err != nil {
+		t.Fatalf("Release by the waiter the lock was handed to: %v", err)
 	}
 	if !fired(w2, 2*time.Second) {
 		t.Fatal("the first waiter gave up, but the second was not woken")
 	}
 	if !acquire("second") {
 		t.Error("the second waiter, now first, was not granted the free lock")
+	}
+}
+
+// commandTotal is the number of commands the server has run, those that
+// scripts run included, leaving out INFO (which reads the count).
+func commandTotal(t *testing.T, srv *testserver.Redis) int {
+	t.Helper()
+	out, err := srv.Do(t, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		name, stats, _ := strings.Cut(rest, ":calls=")
+		if !ok || name == "info" {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.SplitN(stats, ",", 2)[0])
+		total += n
+	}
+	return total
+}
+
+// TestReleaseAnnouncedOnlyWhenWaited: the release of a lease that nobody
+// asked for publishes nothing, and an uncontended acquire and release cost
+// two scripts of nine commands in all (ten when fair); a lease that refused
+// an attempt is announced when released, fair or not.
+func TestReleaseAnnouncedOnlyWhenWaited(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	b := newBackend(t, newClient(t, srv.Addr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, fair := range []bool{false, true} {
+		key := fmt.Sprintf("%s-%v", t.Name(), fair)
+		req := func(owner string) driver.Request {
+			return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 10 * time.Second, Fair: fair}
+		}
+		cycle := func(owner string) {
+			t.Helper()
+			if g, err := b.Acquire(ctx, req(owner)); err != nil || !g.Acquired {
+				t.Fatalf("Acquire(%s) = %+v, %v", owner, g, err)
+			}
+			if err := b.Release(ctx, req(owner).Lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle("warm-up") // the key's first grant meets the restart guard
+		pubs, total := commandCalls(t, srv, "publish"), commandTotal(t, srv)
+		cycle("a")
+		if n := commandCalls(t, srv, "publish") - pubs; n != 0 {
+			t.Errorf("fair %v: %d PUBLISH for the release of a lease nobody waited for; want 0", fair, n)
+		}
+		// A fair acquire also looks for a queue.
+		if n, most := commandTotal(t, srv)-total, map[bool]int{false: 9, true: 10}[fair]; n > most {
+			t.Errorf("fair %v: an uncontended acquire and release ran %d commands; want at most %d", fair, n, most)
+		}
+
+		if g, err := b.Acquire(ctx, req("holder")); err != nil || !g.Acquired {
+			t.Fatalf("Acquire = %+v, %v", g, err)
+		}
+		w, err := b.Watch(ctx, key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, err := b.Acquire(ctx, req("waiter")); err != nil || g.Acquired {
+			t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+		}
+		if err := b.Release(ctx, req("holder").Lease); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.C():
+		case <-time.After(5 * time.Second):
+			t.Errorf("fair %v: the release of a lease that refused a waiter woke nobody", fair)
+		}
+		w.Close()
+		_ = b.Release(ctx, req("waiter").Lease)
+	}
+}
+
+// TestFairHandover: the release that makes it a fair waiter's turn hands
+// the lock to that waiter, which holds it without another request: the
+// handoff costs the release's one script, and the waiter's lease is its
+// place's length until it renews.
+func TestFairHandover(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	key := t.Name()
+	holder := distlock.New(newBackend(t, rdb), distlock.WithTTL(30*time.Second), distlock.WithFairness())
+	waiter := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(30*time.Second), distlock.WithFairness())
+	h, err := holder.Mutex(key).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *distlock.Lock, 1)
+	go func() {
+		l, err := waiter.Mutex(key).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// Wait until the waiter is asleep: in line, subscribed, its retry done.
+	keys := redistest.Keys(redislock.DefaultPrefix, key)
+	for rdb.ZCard(ctx, keys.Queue).Val() != 1 || rdb.PubSubNumSub(ctx, keys.Channel).Val()[keys.Channel] != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter did not queue")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := commandCalls(t, srv, "evalsha")
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	defer l.Unlock(ctx)
+	if n := commandCalls(t, srv, "evalsha") - before; n != 1 {
+		t.Errorf("the handoff ran %d scripts; want 1 (the release, which hands the lock over)", n)
+	}
+	if l.Token() <= h.Token() {
+		t.Errorf("the waiter's token %d is not above the holder's %d", l.Token(), h.Token())
+	}
+	info, err := newBackend(t, rdb).Inspect(ctx, key)
+	if err != nil || !info.Held || info.Token != l.Token() {
+		t.Fatalf("Inspect = %+v, %v; want held with token %d", info, err, l.Token())
+	}
+	if place := 3 * time.Second; info.TTL > place {
+		t.Errorf("the handed-over lease lasts %v; want at most the waiter's place, %v", info.TTL, place)
+	}
+	if time.Until(l.ValidUntil()) <= 0 {
+		t.Error("the handed-over lock is not valid")
+	}
+}
+
+// TestFairHandoverToVanishedWaiter: a waiter that vanished while in line
+// is handed the lock for no longer than its place, so the next waiter gets
+// it then, not after a whole TTL.
+func TestFairHandoverToVanishedWaiter(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	key := t.Name()
+	b := newBackend(t, rdb)
+	const ttl, place = 30 * time.Second, time.Second
+	req := func(owner string, queue time.Duration) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: ttl, Fair: true, Queue: queue}
+	}
+	if g, err := b.Acquire(ctx, req("holder", 0)); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	gone := redislock.New(newClient(t, srv.Addr()))
+	if g, err := gone.Acquire(ctx, req("gone", place)); err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
+	gone.Close() // no word to the server: its client died
+	if g, err := b.Acquire(ctx, req("next", 5*time.Second)); err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
+	released := time.Now()
+	if err := b.Release(ctx, req("holder", 0).Lease); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.Inspect(ctx, key)
+	if err != nil || !info.Held || info.TTL > place {
+		t.Fatalf("after the release: %+v, %v; want held by the first in line for at most its place, %v", info, err, place)
+	}
+	for {
+		g, err := b.Acquire(ctx, req("next", 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Acquired {
+			break
+		}
+		if time.Since(released) > ttl/2 {
+			t.Fatal("the next waiter waited for the vanished one's whole lease")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -192,6 +192,11 @@ func TestWokenWaiterAsksGateFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	// As a waiter does, it tries once after the watch is in place: the
+	// leases that refuse it then announce their release.
+	if g, err := waiter.Acquire(ctx, req("w0")); err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
 	if err := holder.Release(ctx, req("h1").Lease); err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +262,11 @@ func TestGateReportWakesWaiterRefusedTooEarly(t *testing.T) {
 	}
 	if so, err := redisnode.Inspect(ctx, cs[other], k); err != nil || so.Token != st.Token {
 		t.Fatalf("node %d: %+v, %v; want the gate's token %d (the grant writes the largest back)", other, so, err, st.Token)
+	}
+	// The waiter was refused there before (a release announces itself
+	// only where someone was refused).
+	if tok, _, err := redisnode.Acquire(ctx, cs[other], k, "w0", 10*time.Second, ""); err != nil || tok != 0 {
+		t.Fatalf("acquire on node %d: %v, %v; want refused", other, tok, err)
 	}
 	if ok, err := redisnode.ReleaseWaking(ctx, cs[other], k, "h1", redisnode.WakeToken); err != nil || !ok {
 		t.Fatalf("release on node %d: %v, %v", other, ok, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type Notifier struct {
 	ps      *redis.PubSub
 	chans   map[string]*channel
 	pings   map[string]chan struct{}
+	grants  map[string]string // fair waiters' handed-over grants, by owner, until taken
 	closed  bool
 	sweep   *time.Timer   // drops channels idle for longer than linger
 	done    chan struct{} // closed when the receive loop ends
@@ -61,6 +63,7 @@ func NewNotifier(rdb redis.UniversalClient, confirmTimeout time.Duration) *Notif
 		timeout: confirmTimeout,
 		chans:   make(map[string]*channel),
 		pings:   make(map[string]chan struct{}),
+		grants:  make(map[string]string),
 	}
 }
 
@@ -181,13 +184,13 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 			// Back after a break: a release may have gone unseen.
 			broken = false
 			for _, st := range n.chans {
-				st.wake("")
+				n.wake(st, "")
 			}
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
 			if st := n.chans[m.Channel]; st != nil {
-				st.wake(m.Payload)
+				n.wake(st, m.Payload)
 			}
 		case *redis.Pong:
 			if c := n.pings[m.Payload]; c != nil {
@@ -199,12 +202,21 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 	}
 }
 
-// wake fires the watches a message with payload is for: all of them when
-// it names nobody, else the one waiter it names and the unfair watchers.
-func (st *channel) wake(payload string) {
+// wake fires the watches of st a message with payload is for: all of them
+// when it names nobody, else the one waiter it names and the unfair
+// watchers. A message that hands the lock over to a fair waiter ('='
+// owner LF grant) leaves the grant for [Notifier.TakeGrant]. n.mu is held.
+func (n *Notifier) wake(st *channel, payload string) {
+	target, grant := payload, ""
+	if strings.HasPrefix(payload, "=") {
+		target, grant, _ = strings.Cut(payload[1:], "\n")
+	}
 	for w := range st.watchers {
-		if payload != "" && w.owner != "" && w.owner != payload {
+		if target != "" && w.owner != "" && w.owner != target {
 			continue
+		}
+		if grant != "" && w.owner == target {
+			n.grants[target] = grant
 		}
 		if w.m != nil {
 			w.say(payload)
@@ -291,6 +303,9 @@ func (w *Watch) Close() error {
 			return
 		}
 		delete(st.watchers, w)
+		if w.owner != "" {
+			delete(n.grants, w.owner)
+		}
 		if len(st.watchers) > 0 {
 			return
 		}
@@ -335,4 +350,46 @@ func (n *Notifier) sweepIdle() {
 	if idle {
 		n.sweep = time.AfterFunc(linger, n.sweepIdle)
 	}
+}
+
+// Handover is a grant that a release handed to a fair waiter (see
+// [AcquireFair]).
+type Handover struct {
+	Token uint64
+	// The lease runs out at Sent + Lease at the earliest: the server
+	// granted it after it ran the attempt the client stamped at Sent.
+	Sent  time.Time
+	Lease time.Duration
+}
+
+// stampBase is the origin of stamps: a stamp is the time since, on the
+// monotonic clock.
+var stampBase = time.Now()
+
+// Stamp returns a stamp of the present moment for [AcquireFair].
+func Stamp() string {
+	return strconv.FormatInt(int64(time.Since(stampBase)), 10)
+}
+
+// TakeGrant returns, once, the grant a release has handed over to owner,
+// a fair waiter whose watch (made by [Notifier.WatchFor]) is open.
+func (n *Notifier) TakeGrant(owner string) (Handover, bool) {
+	n.mu.Lock()
+	g, ok := n.grants[owner]
+	if ok {
+		delete(n.grants, owner)
+	}
+	n.mu.Unlock()
+	if !ok {
+		return Handover{}, false
+	}
+	token, rest, _ := strings.Cut(g, "\n")
+	ms, stamp, _ := strings.Cut(rest, "\n")
+	t, err1 := strconv.ParseUint(token, 10, 64)
+	lease, err2 := strconv.ParseInt(ms, 10, 64)
+	sent, err3 := strconv.ParseInt(stamp, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || t == 0 || lease <= 0 {
+		return Handover{}, false
+	}
+	return Handover{Token: t, Sent: stampBase.Add(time.Duration(sent)), Lease: time.Duration(lease) * time.Millisecond}, true
 }

@@ -58,11 +58,11 @@ var (
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
 	acquireScript = newScript(tokenLib + acquireSrc)
-	releaseScript = newScript(queueLib + releaseSrc)
+	releaseScript = newScript(tokenLib + queueLib + releaseSrc)
 	refreshScript = newScript(refreshSrc)
 	inspectScript = newScript(inspectSrc)
 	seedScript    = newScript(seedSrc)
-	fairScript    = newScript(tokenLib + acquireFairSrc)
+	fairScript    = newScript(tokenLib + queueLib + acquireFairSrc)
 	leaveScript   = newScript(queueLib + leaveSrc)
 	permitScript  = newScript(tokenLib + permitLib + acquirePermitSrc)
 	giveBack      = newScript(tokenLib + permitLib + releasePermitSrc)
@@ -109,7 +109,7 @@ type Keys struct {
 	HoldReceipts   string
 	list           []string // Lock, Fence, Queue, Places
 	boxed          []any    // the same, and Channel, as command arguments, boxed once
-	release        []string // Lock, Queue, Places, Writing, Receipt, Holds, HoldReceipts: the keys of release (leave: the first three)
+	release        []string // Lock, Queue, Places, Writing, Receipt, Holds, HoldReceipts, Fence, Guard: the keys of release (leave: the first three)
 	relBox         []any
 	sem            []string // Permits, Tokens, Fence, Guard: the keys of the semaphore scripts (refresh: the first two)
 	semBox         []any
@@ -152,8 +152,8 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
 	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
-	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts}
-	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts}
+	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts, k.Fence, k.Guard}
+	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts, k.Fence, k.Guard}
 	k.holds = []string{k.Lock, k.Holds, k.Fence}
 	k.holdsBox = []any{k.Lock, k.Holds, k.Fence}
 	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
@@ -312,9 +312,12 @@ func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, tt
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
 // queued first; when not granted and place > 0, the owner joins the queue
-// (or renews its place) for place.
-func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), k.grant).Int64()
+// (or renews its place) for place. A stamp other than "" asks for the lock
+// to be handed over by the release that makes it the owner's turn, with a
+// message that quotes stamp (see [Notifier.TakeGrant]); the owner must
+// then be watching the lock's channel.
+func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, stamp string) (token uint64, holderTTL time.Duration, err error) {
+	n, err := run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, k.grant).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -323,7 +326,7 @@ func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 
 // AcquireFairCmd queues the fair acquire script on a pipeline.
 func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) *redis.Cmd {
-	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), k.grant)
+	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), "", k.grant)
 }
 
 // AcquireReentrant runs the re-entrant acquire script: the lock is granted
@@ -454,7 +457,7 @@ var wakeArgs = [...]any{WakeNext: "", WakeToken: "t", WakeNone: "-"}
 
 // ReleaseWaking is [Release], waking the waiters as wake says.
 func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis, wakeArgs[wake]).Int64()
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis, wakeArgs[wake], k.grant).Int64()
 	return n == 1, err
 }
 

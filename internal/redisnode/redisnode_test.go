@@ -90,7 +90,7 @@ func reentrantAttempt(ctx context.Context, rdb *redis.Client, ttl time.Duration,
 
 func fairAttempt(ctx context.Context, rdb *redis.Client, ttl time.Duration) func(redisnode.Keys, string) (uint64, time.Duration, error) {
 	return func(k redisnode.Keys, owner string) (uint64, time.Duration, error) {
-		return redisnode.AcquireFair(ctx, rdb, k, owner, ttl, "", 0)
+		return redisnode.AcquireFair(ctx, rdb, k, owner, ttl, "", 0, "")
 	}
 }
 

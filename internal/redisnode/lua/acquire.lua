@@ -18,4 +18,4 @@ if string.sub(v, 1, #prefix) == prefix then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
 end
-return refused(KEYS[1])
+return refused(KEYS[1], v)

@@ -5,8 +5,10 @@
 -- guard marker
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description,
 -- ARGV[4] how long the owner keeps its place without another attempt, in ms
--- (0: an attempt that does not queue), then the token grain and the
--- guard's maximum lease as one (see token.lua)
+-- (0: an attempt that does not queue), ARGV[5] the client's stamp of this
+-- attempt, by which it takes a grant the release of the lock hands it
+-- (see release.lua), or '' for a client that does not, then the token
+-- grain and the guard's maximum lease as one (see token.lua)
 -- Returns as acquire.lua: the token (> 0), or minus the holder's remaining
 -- TTL in ms (at least 1), or 0 when the lock is free but others queued
 -- first (their turn ends with a notification, not at a known time), or
@@ -23,8 +25,7 @@ local us, now = clock()
 -- Waiters whose place lapsed (they stopped trying) leave the head.
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 while head do
-  local deadline = tonumber(redis.call('HGET', KEYS[4], head) or '0')
-  if deadline > now then
+  if deadline(redis.call('HGET', KEYS[4], head)) > now then
     break
   end
   redis.call('ZREM', KEYS[3], head)
@@ -35,11 +36,16 @@ local guarded = 0
 if not v and (not head or head == owner) then
   local fence, text = issue(KEYS[2], KEYS[5], us)
   if fence then
+    local value = owner .. '\n' .. text .. '\n' .. now .. '\n' .. ARGV[3]
     if head then
       redis.call('ZREM', KEYS[3], owner)
       redis.call('HDEL', KEYS[4], owner)
+      if redis.call('ZCARD', KEYS[3]) > 0 then
+        -- Others wait behind: this lease's release must wake the next.
+        value = value .. WAITED
+      end
     end
-    redis.call('SET', KEYS[1], owner .. '\n' .. text .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
+    redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
     return fence
   end
   guarded = text
@@ -49,7 +55,11 @@ if place > 0 then
   if not redis.call('ZSCORE', KEYS[3], owner) then
     redis.call('ZADD', KEYS[3], redis.call('HINCRBY', KEYS[4], '\narrivals', 1), owner)
   end
-  redis.call('HSET', KEYS[4], owner, now + place)
+  local rec = now + place
+  if ARGV[5] ~= '' then
+    rec = rec .. '\n' .. ARGV[2] .. '\n' .. place .. '\n' .. ARGV[5] .. '\n' .. ARGV[3]
+  end
+  redis.call('HSET', KEYS[4], owner, rec)
   -- The queue outlives its last active waiter by one place's length.
   redis.call('PEXPIRE', KEYS[3], place)
   redis.call('PEXPIRE', KEYS[4], place)
@@ -60,4 +70,4 @@ end
 if not v then
   return 0
 end
-return refused(KEYS[1])
+return refused(KEYS[1], v)

@@ -34,4 +34,4 @@ if string.sub(v, 1, #mark) == mark then
   redis.call('PEXPIRE', KEYS[4], ttl)
   return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
 end
-return refused(KEYS[1])
+return refused(KEYS[1], v)

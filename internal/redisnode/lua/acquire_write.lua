@@ -16,7 +16,7 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
   end
-  return refused(KEYS[1])
+  return refused(KEYS[1], v)
 end
 local us, now = clock()
 drop_expired(KEYS[3], KEYS[4], now)

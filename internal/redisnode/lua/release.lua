@@ -1,20 +1,55 @@
 -- Delete the lock if, and only if, the owner holds it, and wake the waiters:
--- the message names the oldest live fair waiter, whose turn it is, or
--- nobody (every waiter may try). A writer of a read-write lock that gave up
--- waiting withdraws its claim on the readers. A hold of a re-entrant lease
--- (see acquire_reentrant.lua) ends; the lease ends with its last hold.
+-- the lock goes straight to the oldest live fair waiter, if its client
+-- takes grants by message, or the message names that waiter, whose turn it
+-- is, or nobody (every waiter may try). A writer of a read-write lock that
+-- gave up waiting withdraws its claim on the readers. A hold of a
+-- re-entrant lease (see acquire_reentrant.lua) ends; the lease ends with
+-- its last hold.
 -- KEYS[1] lock key, KEYS[2] fair queue, KEYS[3] fair places, KEYS[4] the
 -- waiting writer, KEYS[5] the release receipt, KEYS[6] a re-entrant
 -- lease's holds, KEYS[7] the receipts of its holds' releases (sorted set:
--- owner LF call id -> expiry ms)
+-- owner LF call id -> expiry ms), KEYS[8] fencing counter, KEYS[9] restart
+-- guard marker
 -- ARGV[1] owner, ARGV[2] release channel, ARGV[3] the call's id, ARGV[4] how
 -- long the receipt lasts, in ms, ARGV[5] what the wake-up says: '' the
 -- oldest live fair waiter, or nobody; 't' the released lease's token, by
 -- which a waiter that hears the release from several nodes (Redlock) wakes
 -- once; '-' nothing is published (a failed attempt giving back its
--- minority, which wakes nobody's chance)
+-- minority, which wakes nobody's chance). A lease nobody waited for (see
+-- WAITED in token.lua) wakes nobody either way. Then the token grain and
+-- the guard's maximum lease as one (see token.lua), for a grant handed on.
 -- Returns 1 when released (by this call, or by its first sending when this
 -- is a repeat after a lost reply), 0 when the owner did not hold it.
+
+-- hand_over gives the lock, still held by the releasing owner, to the fair
+-- waiter head, whose place is rec, at the server time us (µs) and now
+-- (ms), and tells it so: '=' owner LF token LF lease ms LF the stamp of its
+-- attempt. The lease lasts at most the place's length, so that a waiter
+-- that vanished holds the lock up no longer than its place would have;
+-- its client renews it at once. It reports false, changing nothing, when
+-- the waiter's client does not take grants by message or the restart guard
+-- holds grants back.
+local function hand_over(head, rec, us, now)
+  local ttl, place, stamp, desc = string.match(rec, '^%d+\n(%d+)\n(%d+)\n(%d+)\n(.*)$')
+  if not stamp then
+    return false
+  end
+  local fence, text = issue(KEYS[8], KEYS[9], us)
+  if not fence then
+    return false
+  end
+  local px = math.min(tonumber(ttl), tonumber(place))
+  redis.call('ZREM', KEYS[2], head)
+  redis.call('HDEL', KEYS[3], head)
+  local value = head .. '\n' .. text .. '\n' .. now .. '\n' .. desc
+  if redis.call('ZCARD', KEYS[2]) > 0 then
+    value = value .. WAITED
+  end
+  redis.call('SET', KEYS[1], value, 'PX', px)
+  redis.call('PUBLISH', ARGV[2], '=' .. head .. '\n' .. text .. '\n' .. px .. '\n' .. stamp)
+  return true
+end
+
 local v = redis.call('GET', KEYS[1])
 local prefix = ARGV[1] .. '\n'
 local call = prefix .. ARGV[3]
@@ -33,15 +68,27 @@ if not last and v and string.byte(v, 1) == 42 and redis.call('HDEL', KEYS[6], AR
   end
 end
 if last then
-  redis.call('DEL', KEYS[1])
   -- The receipt lets a repeat of this call, sent again because its reply
   -- was lost, report the release it made. A later releaser overwrites it.
   redis.call('SET', KEYS[5], call, 'PX', ARGV[4])
+  -- Only a lease that refused an attempt, or was granted while others
+  -- queued, has waiters to wake (readers kept out by a writer do not mark
+  -- its lease: a writer's release always wakes).
   local say = ARGV[5]
+  if not waited(v) and not string.find(v, '\ndistlock.kind=write', 1, true) then
+    say = '-'
+  end
   if say == 't' then
+    redis.call('DEL', KEYS[1])
     redis.call('PUBLISH', ARGV[2], string.match(v, '^[^\n]*\n(%d+)') or '')
-  elseif say ~= '-' then
-    redis.call('PUBLISH', ARGV[2], live_head(KEYS[2], KEYS[3]) or '')
+  elseif say == '-' then
+    redis.call('DEL', KEYS[1])
+  else
+    local head, rec, us, now = live_head(KEYS[2], KEYS[3])
+    if not (head and hand_over(head, rec, us, now)) then
+      redis.call('DEL', KEYS[1])
+      redis.call('PUBLISH', ARGV[2], head or '')
+    end
   end
   return 1
 end

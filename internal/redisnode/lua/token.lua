@@ -13,13 +13,27 @@ local function clock()
   return us, math.floor(us / 1000)
 end
 
--- refused is the reply of an attempt refused by the lease on lock: minus
--- its remaining TTL in ms, at least 1 (a lease in its last millisecond is
--- a retry soon, not an unknown wait), or 0 for a key without a TTL.
-local function refused(lock)
+-- WAITED ends the value of a lease that has refused an attempt (or was
+-- granted while others queued): its release wakes the waiters. A lease
+-- nobody waited for is released without a message.
+local WAITED = '\n~'
+
+-- waited reports whether the lease value v is marked as waited for.
+local function waited(v)
+  return string.sub(v, -2) == WAITED
+end
+
+-- refused is the reply of an attempt refused by the lease on lock, whose
+-- value is v: minus its remaining TTL in ms, at least 1 (a lease in its
+-- last millisecond is a retry soon, not an unknown wait), or 0 for a key
+-- without a TTL. It marks the lease as waited for.
+local function refused(lock, v)
   local pttl = redis.call('PTTL', lock)
   if pttl < 0 then
     return 0
+  end
+  if not waited(v) then
+    redis.call('SET', lock, v .. WAITED, 'KEEPTTL')
   end
   return -math.max(1, pttl)
 end
@@ -45,25 +59,38 @@ end
 local function issue(counter, marker, us)
   local g, m = string.match(ARGV[#ARGV], '^(%d+):(%d+)$')
   local grain, maxttl = tonumber(g), tonumber(m)
-  local c = redis.call('GET', counter)
+  local floor = 0
+  if grain > 0 then
+    floor = us - us % grain
+  end
+  -- The clock floor is almost always above the counter: write it and read
+  -- the old value in one command, and write again only when the counter
+  -- was ahead.
+  local c
+  if floor > 0 then
+    c = redis.call('SET', counter, string.format('%.0f', floor), 'GET')
+  else
+    c = redis.call('GET', counter)
+  end
   if not c and maxttl > 0 then
     local info = redis.call('INFO', 'server')
     local life = string.match(info, 'run_id:(%w+)')
     if redis.call('GET', marker) ~= life then
       local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
       if up < maxttl then
+        if floor > 0 then
+          redis.call('DEL', counter)
+        end
         return nil, maxttl - up
       end
       redis.call('SET', marker, life)
     end
   end
-  local floor = 0
-  if grain > 0 then
-    floor = us - us % grain
-  end
   local token = math.max(tonumber(c or '0') + 1, floor)
   local text = string.format('%.0f', token)
-  redis.call('SET', counter, text)
+  if token ~= floor then
+    redis.call('SET', counter, text)
+  end
   return token, text
 end
 
