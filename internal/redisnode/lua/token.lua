@@ -63,14 +63,21 @@ local function issue(counter, marker, us)
   if grain > 0 then
     floor = us - us % grain
   end
-  -- The clock floor is almost always above the counter: write it and read
-  -- the old value in one command, and write again only when the counter
-  -- was ahead.
-  local c
-  if floor > 0 then
+  -- One command reads the counter and writes it: a µs floor is almost
+  -- always above the counter, so it is written and the old value read back
+  -- (SET ... GET); a coarser one is usually behind it, so the counter is
+  -- raised by one (INCR: 1 means it was missing). A second write follows
+  -- only when that guess was wrong.
+  local c, raised
+  if grain > 0 and grain <= 1000 then
     c = redis.call('SET', counter, string.format('%.0f', floor), 'GET')
+    raised = floor
   else
-    c = redis.call('GET', counter)
+    local n = redis.call('INCR', counter)
+    if n > 1 then
+      c = string.format('%.0f', n - 1)
+    end
+    raised = n
   end
   if not c and maxttl > 0 then
     local info = redis.call('INFO', 'server')
@@ -78,9 +85,7 @@ local function issue(counter, marker, us)
     if redis.call('GET', marker) ~= life then
       local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
       if up < maxttl then
-        if floor > 0 then
-          redis.call('DEL', counter)
-        end
+        redis.call('DEL', counter)
         return nil, maxttl - up
       end
       redis.call('SET', marker, life)
@@ -88,7 +93,7 @@ local function issue(counter, marker, us)
   end
   local token = math.max(tonumber(c or '0') + 1, floor)
   local text = string.format('%.0f', token)
-  if token ~= floor then
+  if token ~= raised then
     redis.call('SET', counter, text)
   end
   return token, text
