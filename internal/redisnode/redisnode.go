@@ -449,7 +449,8 @@ const (
 	WakeToken
 	// WakeNone publishes nothing: the release of a grant that never made
 	// a lock (a Redlock attempt short of a quorum), which frees nothing a
-	// waiter could take.
+	// waiter could take, unless the grant refused an attempt on its node:
+	// then as WakeToken, since that waiter waits for this release.
 	WakeNone
 )
 

@@ -169,3 +169,55 @@ func TestManyLapsedLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseWakesWhoWaited: a release publishes only when an attempt was
+// refused by the lease it ends; then even a Redlock minority given back
+// quietly (WakeNone) says so, since the refused waiter waits for it.
+func TestReleaseWakesWhoWaited(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, wake := range []redisnode.Wake{redisnode.WakeNext, redisnode.WakeToken, redisnode.WakeNone} {
+		for _, refused := range []bool{false, true} {
+			k := redisnode.KeysFor("wake:", fmt.Sprintf("%d-%v", wake, refused))
+			ps := rdb.Subscribe(ctx, k.Channel)
+			if _, err := ps.Receive(ctx); err != nil { // the confirmation
+				t.Fatal(err)
+			}
+			if tok, _, err := redisnode.Acquire(ctx, rdb, k, "holder", 10*time.Second, ""); err != nil || tok == 0 {
+				t.Fatalf("holder: token %d, %v", tok, err)
+			}
+			if refused {
+				if tok, _, err := redisnode.Acquire(ctx, rdb, k, "waiter", 10*time.Second, ""); err != nil || tok != 0 {
+					t.Fatalf("waiter: token %d, %v; want refused", tok, err)
+				}
+			}
+			if ok, err := redisnode.ReleaseWaking(ctx, rdb, k, "holder", wake); err != nil || !ok {
+				t.Fatalf("release: %v, %v", ok, err)
+			}
+			// A PING on the same connection comes back after any message
+			// the release published.
+			if err := ps.Ping(ctx, "after"); err != nil {
+				t.Fatal(err)
+			}
+			published := false
+			for {
+				msg, err := ps.Receive(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := msg.(*redis.Pong); ok {
+					break
+				}
+				if _, ok := msg.(*redis.Message); ok {
+					published = true
+				}
+			}
+			if published != refused {
+				t.Errorf("wake %d, an attempt refused %v: published %v; want %v", wake, refused, published, refused)
+			}
+			ps.Close()
+		}
+	}
+}

@@ -15,8 +15,9 @@
 -- oldest live fair waiter, or nobody; 't' the released lease's token, by
 -- which a waiter that hears the release from several nodes (Redlock) wakes
 -- once; '-' nothing is published (a failed attempt giving back its
--- minority, which wakes nobody's chance). A lease nobody waited for (see
--- WAITED in token.lua) wakes nobody either way. Then the token grain and
+-- minority, which wakes nobody's chance), unless the lease refused an
+-- attempt: then as 't'. A lease nobody waited for (see WAITED in
+-- token.lua) wakes nobody either way. Then the token grain and
 -- the guard's maximum lease as one (see token.lua), for a grant handed on.
 -- Returns 1 when released (by this call, or by its first sending when this
 -- is a repeat after a lost reply), 0 when the owner did not hold it.
@@ -77,6 +78,9 @@ if last then
   local say = ARGV[5]
   if not waited(v) and not string.find(v, '\ndistlock.kind=write', 1, true) then
     say = '-'
+  elseif say == '-' then
+    -- A minority given back that refused others: they wait for it.
+    say = 't'
   end
   if say == 't' then
     redis.call('DEL', KEYS[1])
