@@ -25,7 +25,10 @@ func DistlockRedisFair() Library {
 		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL), WithFairness())",
 		How: "As distlock (redislock), but a waiter joins the key's queue (a sorted set in the same hash slot) with its " +
 			"first attempt, and the fair acquire script grants the lock only to the oldest live waiter: no barging by the " +
-			"last holder, waits bounded by the queue ahead. A waiter that gives up leaves the queue in one script.",
+			"last holder, waits bounded by the queue ahead. The release hands the lock over: in the same script it grants the " +
+			"oldest live waiter a lease as long as its place in line (3s), and the wake-up message carries the grant, so that " +
+			"waiter holds the lock without another request and renews it to the full TTL later. A waiter that gives up leaves " +
+			"the queue in one script.",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			rdb := newGoRedis(addrs[0])
 			be := redislock.New(rdb)
@@ -46,8 +49,10 @@ func DistlockRedis() Library {
 		Name: "distlock (redislock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL)), defaults otherwise: auto-refresh every TTL/3, notified waiting",
 		How: "Acquire is one script (EVALSHA): GET the key, and if it is free read the server's TIME, raise the key's fencing " +
-			"counter by one and to at least the server clock in µs, and SET the lease with PX; release is one script that compares the owner, DELs and PUBLISHes on the key's " +
-			"channel. So one round trip each way, with a fencing token and an ownership check the floor lacks. A waiter " +
+			"counter to at least the server clock in µs (SET … GET), and SET the lease with PX; release is one script that " +
+			"compares the owner, DELs, leaves a receipt for a repeat after a lost reply, and PUBLISHes on the key's channel " +
+			"only if an attempt was refused by that lease (the refusal marks it). So one round trip each way, with a fencing " +
+			"token and an ownership check the floor lacks. A waiter " +
 			"subscribes on its first failed attempt (one pub/sub connection per client, shared by all its waiters), tries " +
 			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has one " +
 			"timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",
@@ -143,8 +148,9 @@ func DistlockRedlock(nodes int) Library {
 		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout TTL/10 capped at 50 ms, auto-refresh every TTL/3",
 		How: "The same acquire and release scripts as redislock, sent to every master at once from one goroutine per node; " +
 			"acquire succeeds on a quorum within the lease's validity, stops waiting as soon as the outcome is decided, and " +
-			"writes the largest fencing token back only when the nodes disagree. Release compares, deletes and publishes on " +
-			"every master and waits for all of them (or the per-node timeout). A waiter subscribes on every master and wakes once " +
+			"writes the largest fencing token back only when the nodes disagree (each node's counter floors at its clock in " +
+			"100 ms steps and is raised by INCR). Release compares and deletes on every master, publishing where a waiter was " +
+			"refused, and waits for all of them (or the per-node timeout). A waiter subscribes on every master and wakes once " +
 			"per release; woken, it asks the key's gate node first and the other nodes only if the gate grants it (see below).",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			clients := newGoRedisAll(addrs)
