@@ -16,8 +16,12 @@
 //     the server's TIME and the holder's host and pid, with PX ttl. If the same owner already holds it,
 //     the same grant is returned again: a retry after a lost reply is
 //     recognised instead of waiting for its own lock to expire. Otherwise the
-//     holder's remaining TTL comes back as the retry hint.
-//   - Release: compare the owner and DEL, then PUBLISH on the lock's channel.
+//     holder's remaining TTL comes back as the retry hint, and the lease is
+//     marked as waited for.
+//   - Release: compare the owner and DEL, then PUBLISH on the lock's channel
+//     if the lease is marked: a lease nobody was refused by wakes nobody.
+//     (A waiter subscribes before it tries again, so the lease that refuses
+//     that try is one it will hear released.)
 //     The release also leaves a receipt (the owner, PX 10s) so that a
 //     release sent again because its reply was lost reports the release it
 //     made instead of a lock it no longer finds; an owner token names one
@@ -45,9 +49,17 @@
 //
 // With distlock.WithFairness, waiters queue in a sorted set beside the lock
 // (same hash slot) and the lock goes to the oldest live waiter: the fair
-// acquire script grants it only to the head of the queue, the release
-// message names that waiter so that only it wakes, and a waiter that gives
-// up leaves the queue in one script. A waiter keeps its place by trying
+// acquire script grants it only to the head of the queue, and a waiter
+// that gives up leaves the queue in one script. The release hands the lock
+// over: in the same script it grants it to the oldest live waiter and
+// publishes the grant, so that only that waiter wakes, and it holds the
+// lock without another request. It counts its lease from its own last
+// attempt (the grant came after it), and the handed-over lease lasts as
+// long as the waiter's place in line, not the full TTL, until its first
+// renewal: a waiter that vanished in line holds the lock up no longer than
+// its place would have lasted. With [WithReplicas] there is no hand-over
+// (a grant must wait for the replicas); the release names the waiter whose
+// turn it is instead. A waiter keeps its place by trying
 // again at least every few seconds (the root package does this); one that
 // vanishes is dropped when its place lapses. Every client locking a key must
 // use fairness for the order to hold: a plain acquire ignores the queue.
