@@ -3,6 +3,7 @@ package distlock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,5 +46,58 @@ func TestGrantArrivingExpired(t *testing.T) {
 	}
 	if _, err := distlock.New(be).Mutex("late").TryLock(ctx); err != nil {
 		t.Errorf("TryLock by another client: %v; want the expired grant given back", err)
+	}
+}
+
+// shortFirstGrant grants its first lease for a tenth of the TTL asked for,
+// as a release that hands a lock over to a waiter does, and counts the
+// renewals and the repeated acquisitions that extend it.
+type shortFirstGrant struct {
+	driver.Backend
+	grants, refreshes *atomic.Int32
+}
+
+func (s shortFirstGrant) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := s.Backend.Acquire(ctx, req)
+	if g.Acquired && s.grants.Add(1) == 1 {
+		g.ValidFor = req.TTL / 10
+	}
+	return g, err
+}
+
+func (s shortFirstGrant) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	s.refreshes.Add(1)
+	return s.Backend.Refresh(ctx, l, ttl)
+}
+
+// TestShortGrantExtended: a lease granted for much less than the TTL is
+// extended at once, by the watchdog, or, without it, before Lock returns,
+// so the holder has the TTL it asked for.
+func TestShortGrantExtended(t *testing.T) {
+	const ttl = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, auto := range []bool{true, false} {
+		var grants, refreshes atomic.Int32
+		opts := []distlock.Option{distlock.WithTTL(ttl)}
+		if !auto {
+			opts = append(opts, distlock.WithoutAutoRefresh())
+		}
+		c := distlock.New(shortFirstGrant{memlock.New(), &grants, &refreshes}, opts...)
+		l, err := c.Mutex("short").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auto {
+			// Renewing within a third of the short lease would wait 2s.
+			for deadline := time.Now().Add(time.Second); refreshes.Load() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if left := time.Until(l.ValidUntil()); left < ttl/2 {
+			t.Errorf("auto-refresh %v: the lease ends in %v after %d grants and %d renewals; want about the TTL, %v",
+				auto, left, grants.Load(), refreshes.Load(), ttl)
+		}
+		_ = l.Unlock(ctx)
 	}
 }

@@ -64,6 +64,11 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 	}
 	l.mu.Lock()
 	l.confirmed(start, g.ValidFor)
+	if !l.nextRenew.IsZero() && g.ValidFor < l.ttl/2 {
+		// A lease much shorter than asked for (one a release handed
+		// over lasts the waiter's place in line): renew it at once.
+		l.nextRenew = start
+	}
 	if l.obs != nil {
 		l.obs.acquired = time.Now()
 		e := l.event(EventAcquired)

@@ -131,7 +131,23 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 			}
 			return nil, cl.failed(ctx, m, m.refusal(err))
 		case err == nil && g.Acquired:
-			return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
+			if m.opts.autoRefresh || g.ValidFor >= req.TTL/2 {
+				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
+			}
+			// A lease much shorter than asked for (one a release handed
+			// over lasts the waiter's place in line), and nothing will
+			// renew it: ask once more, which extends the holding to the
+			// TTL. If that fails, the short lease is still the caller's.
+			again := time.Now()
+			g2, err2 := m.c.backend.Acquire(ctx, req)
+			cl.attempt(ctx, m, again, g2, err2)
+			switch {
+			case err2 != nil:
+				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
+			case g2.Acquired:
+				return m.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
+			}
+			g = g2 // gone meanwhile: wait again
 		}
 		if w.sleep(ctx, g, err) {
 			continue

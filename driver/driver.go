@@ -98,7 +98,10 @@ type Grant struct {
 
 	// ValidFor, when Acquired, is how long after the attempt started the
 	// lease can be trusted: TTL less the clock drift allowance (and, for
-	// multi-node algorithms, less the attempt's duration). Positive.
+	// multi-node algorithms, less the attempt's duration). Positive. It
+	// may be much shorter for a lease that a release handed over to a
+	// waiter (see redislock's fair locks); the caller then extends it at
+	// once, by Refresh or by repeating the Acquire.
 	ValidFor time.Duration
 
 	// RetryAfter, when not Acquired, is how long until the lease in the

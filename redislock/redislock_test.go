@@ -713,38 +713,94 @@ func TestReleaseAnnouncedOnlyWhenWaited(t *testing.T) {
 // TestFairHandover: the release that makes it a fair waiter's turn hands
 // the lock to that waiter, which holds it without another request: the
 // handoff costs the release's one script, and the waiter's lease is its
-// place's length until it renews.
+// place's length until the new holder extends it, which a Mutex does at
+// once.
 func TestFairHandover(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	rdb := newClient(t, srv.Addr())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	key := t.Name()
-	holder := distlock.New(newBackend(t, rdb), distlock.WithTTL(30*time.Second), distlock.WithFairness())
-	waiter := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(30*time.Second), distlock.WithFairness())
-	h, err := holder.Mutex(key).Lock(ctx)
+	const ttl, place = 30 * time.Second, 3 * time.Second
+	holder, waiter := newBackend(t, rdb), newBackend(t, newClient(t, srv.Addr()))
+	req := func(owner string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: ttl, Fair: true, Queue: place}
+	}
+	h, err := holder.Acquire(ctx, req("holder"))
+	if err != nil || !h.Acquired {
+		t.Fatalf("Acquire = %+v, %v", h, err)
+	}
+	// The waiter does what a Mutex does: an attempt, the watch, and the
+	// attempt again.
+	if g, err := waiter.Acquire(ctx, req("waiter")); err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
+	w, err := waiter.Watch(ctx, key, "waiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	sent := time.Now()
+	if g, err := waiter.Acquire(ctx, req("waiter")); err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
+	before := commandCalls(t, srv, "evalsha")
+	if err := holder.Release(ctx, req("holder").Lease); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.C():
+	case <-ctx.Done():
+		t.Fatal("the release did not wake the waiter")
+	}
+	g, err := waiter.Acquire(ctx, req("waiter"))
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire after the hand-over = %+v, %v", g, err)
+	}
+	if n := commandCalls(t, srv, "evalsha") - before; n != 1 {
+		t.Errorf("the handoff ran %d scripts; want 1 (the release, which hands the lock over)", n)
+	}
+	if g.Token <= h.Token {
+		t.Errorf("the waiter's token %d is not above the holder's %d", g.Token, h.Token)
+	}
+	// Counted from the waiter's last attempt, the only moment it knows
+	// came before the grant.
+	if end := time.Now().Add(g.ValidFor); g.ValidFor <= 0 || end.After(sent.Add(place)) {
+		t.Errorf("ValidFor = %v: the lease would end %v after the last attempt was sent; want within its place, %v", g.ValidFor, end.Sub(sent), place)
+	}
+	info, err := holder.Inspect(ctx, key)
+	if err != nil || !info.Held || info.Token != g.Token {
+		t.Fatalf("Inspect = %+v, %v; want held with token %d", info, err, g.Token)
+	}
+	if info.TTL > place {
+		t.Errorf("the handed-over lease lasts %v; want at most the waiter's place, %v", info.TTL, place)
+	}
+	_ = waiter.Release(ctx, req("waiter").Lease)
+
+	// Through a Mutex, the new holder extends the short lease at once.
+	c1 := distlock.New(holder, distlock.WithTTL(ttl), distlock.WithFairness())
+	c2 := distlock.New(waiter, distlock.WithTTL(ttl), distlock.WithFairness())
+	first, err := c1.Mutex(key).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan *distlock.Lock, 1)
 	go func() {
-		l, err := waiter.Mutex(key).Lock(ctx)
+		l, err := c2.Mutex(key).Lock(ctx)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	// Wait until the waiter is asleep: in line, subscribed, its retry done.
 	keys := redistest.Keys(redislock.DefaultPrefix, key)
-	for rdb.ZCard(ctx, keys.Queue).Val() != 1 || rdb.PubSubNumSub(ctx, keys.Channel).Val()[keys.Channel] != 1 {
+	for rdb.ZCard(ctx, keys.Queue).Val() != 1 {
 		if ctx.Err() != nil {
 			t.Fatal("the waiter did not queue")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
-	before := commandCalls(t, srv, "evalsha")
-	if err := h.Unlock(ctx); err != nil {
+	time.Sleep(300 * time.Millisecond) // its retry done
+	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l := <-got
@@ -752,21 +808,14 @@ func TestFairHandover(t *testing.T) {
 		t.FailNow()
 	}
 	defer l.Unlock(ctx)
-	if n := commandCalls(t, srv, "evalsha") - before; n != 1 {
-		t.Errorf("the handoff ran %d scripts; want 1 (the release, which hands the lock over)", n)
+	for time.Until(l.ValidUntil()) <= place {
+		if ctx.Err() != nil {
+			t.Fatalf("the handed-over lock was not extended: valid for %v more", time.Until(l.ValidUntil()))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if l.Token() <= h.Token() {
-		t.Errorf("the waiter's token %d is not above the holder's %d", l.Token(), h.Token())
-	}
-	info, err := newBackend(t, rdb).Inspect(ctx, key)
-	if err != nil || !info.Held || info.Token != l.Token() {
-		t.Fatalf("Inspect = %+v, %v; want held with token %d", info, err, l.Token())
-	}
-	if place := 3 * time.Second; info.TTL > place {
-		t.Errorf("the handed-over lease lasts %v; want at most the waiter's place, %v", info.TTL, place)
-	}
-	if time.Until(l.ValidUntil()) <= 0 {
-		t.Error("the handed-over lock is not valid")
+	if info, err := holder.Inspect(ctx, key); err != nil || info.TTL <= place {
+		t.Errorf("after the extension: %+v, %v; want the TTL renewed past the place", info, err)
 	}
 }
 

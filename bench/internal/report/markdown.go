@@ -590,7 +590,7 @@ func redlockContention(w func(string, ...any)) {
 	w("only that it was after its own last attempt, which the message names: its deadline counts from that attempt. ")
 	w("The granted lease lasts as long as the waiter's place in line (3s by default), not the full TTL, so a waiter ")
 	w("that died in line holds the lock up no longer than its place would have; the new holder renews it to the full ")
-	w("TTL within a third of that. The handoff in RTTs column divides by the idle PING: on 2 CPUs shared by 8 clients ")
+	w("TTL at once, in the background. The handoff in RTTs column divides by the idle PING: on 2 CPUs shared by 8 clients ")
 	w("and the server, the wake-up of the waiter's goroutines costs as much again as the round trip (compare the RTT ")
 	w("under load column), so the target of 1.3 idle round trips is met only when that column is close to the idle ")
 	w("PING. Each acquisition still costs the waiter two scripts on entering the line (its first attempt, and the ")
