@@ -520,6 +520,9 @@ func TestRefusalsWithTooManyFailures(t *testing.T) {
 // TestExclusionUnderTimeouts: with a node timeout so short that replies
 // are often late, attempts fail half-way all the time and their releases
 // race with the same owner's next attempt. Mutual exclusion must hold.
+// Progress is not the point: on a loaded machine most attempts time out,
+// and a worker may not get the lock within its 30s at all; but enough
+// critical sections must run for the check to mean something.
 func TestExclusionUnderTimeouts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stress test skipped in -short mode")
@@ -538,7 +541,7 @@ func TestExclusionUnderTimeouts(t *testing.T) {
 			for range rounds {
 				l, err := m.Lock(ctx)
 				if err != nil {
-					t.Errorf("Lock: %v", err)
+					t.Logf("Lock: %v", err)
 					return
 				}
 				if inside.Add(1) > 1 {
@@ -556,6 +559,9 @@ func TestExclusionUnderTimeouts(t *testing.T) {
 	wg.Wait()
 	if n := overlaps.Load(); n > 0 {
 		t.Errorf("%d critical sections overlapped", n)
+	}
+	if n := done.Load(); n < 2*workers {
+		t.Errorf("only %d critical sections ran: too few to check exclusion", n)
 	}
 	t.Logf("%d critical sections", done.Load())
 }
