@@ -64,10 +64,8 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 	}
 	l.mu.Lock()
 	l.confirmed(start, g.ValidFor)
-	if !l.nextRenew.IsZero() && g.ValidFor < l.ttl/2 {
-		// A lease much shorter than asked for (one a release handed
-		// over lasts the waiter's place in line): renew it at once.
-		l.nextRenew = start
+	if !l.nextRenew.IsZero() && shortGrant(g, l.ttl) {
+		l.nextRenew = start // renew it at once
 	}
 	if l.obs != nil {
 		l.obs.acquired = time.Now()
@@ -236,6 +234,13 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	}
 	l.timer.Reset(l.nextEvent().Sub(now))
 	return nil
+}
+
+// shortGrant reports whether g is valid for much less than the ttl asked
+// for, as a lease a release handed over to a waiter is (it lasts the
+// waiter's place in line): the holder extends it at once.
+func shortGrant(g driver.Grant, ttl time.Duration) bool {
+	return g.ValidFor < ttl/2
 }
 
 // confirmed records a grant or renewal that started at start and is valid

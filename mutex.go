@@ -131,13 +131,12 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 			}
 			return nil, cl.failed(ctx, m, m.refusal(err))
 		case err == nil && g.Acquired:
-			if m.opts.autoRefresh || g.ValidFor >= req.TTL/2 {
+			if m.opts.autoRefresh || !shortGrant(g, req.TTL) {
 				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
 			}
-			// A lease much shorter than asked for (one a release handed
-			// over lasts the waiter's place in line), and nothing will
-			// renew it: ask once more, which extends the holding to the
-			// TTL. If that fails, the short lease is still the caller's.
+			// Nothing will renew the short lease: ask once more, which
+			// extends the holding to the TTL. If that fails, the short
+			// lease is still the caller's.
 			again := time.Now()
 			g2, err2 := m.c.backend.Acquire(ctx, req)
 			cl.attempt(ctx, m, again, g2, err2)

@@ -36,16 +36,8 @@ local guarded = 0
 if not v and (not head or head == owner) then
   local fence, text = issue(KEYS[2], KEYS[5], us)
   if fence then
-    local value = owner .. '\n' .. text .. '\n' .. now .. '\n' .. ARGV[3]
-    if head then
-      redis.call('ZREM', KEYS[3], owner)
-      redis.call('HDEL', KEYS[4], owner)
-      if redis.call('ZCARD', KEYS[3]) > 0 then
-        -- Others wait behind: this lease's release must wake the next.
-        value = value .. WAITED
-      end
-    end
-    redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+    local others = head and leave_line(KEYS[3], KEYS[4], owner)
+    redis.call('SET', KEYS[1], lease(owner, text, now, ARGV[3], others), 'PX', ARGV[2])
     return fence
   end
   guarded = text

@@ -38,5 +38,5 @@ end
 if redis.call('GET', KEYS[5]) == owner then
   redis.call('DEL', KEYS[5])
 end
-redis.call('SET', KEYS[1], owner .. '\n' .. text .. '\n' .. now .. '\n' .. ARGV[3], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], lease(owner, text, now, ARGV[3]), 'PX', ARGV[2])
 return fence

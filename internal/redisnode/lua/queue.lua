@@ -11,6 +11,14 @@ local function deadline(rec)
   return tonumber(rec and string.match(rec, '^%d+') or '0')
 end
 
+-- leave_line takes owner out of the line, granted, and reports whether
+-- others still wait in it (the lease then must wake the next).
+local function leave_line(queue, places, owner)
+  redis.call('ZREM', queue, owner)
+  redis.call('HDEL', places, owner)
+  return redis.call('ZCARD', queue) > 0
+end
+
 -- live_head drops the waiters at the head of the queue whose place lapsed
 -- (they stopped trying) and returns the first live one and its place, and
 -- the server's time in µs and in ms; or nil.

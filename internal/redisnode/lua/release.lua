@@ -40,13 +40,8 @@ local function hand_over(head, rec, us, now)
     return false
   end
   local px = math.min(tonumber(ttl), tonumber(place))
-  redis.call('ZREM', KEYS[2], head)
-  redis.call('HDEL', KEYS[3], head)
-  local value = head .. '\n' .. text .. '\n' .. now .. '\n' .. desc
-  if redis.call('ZCARD', KEYS[2]) > 0 then
-    value = value .. WAITED
-  end
-  redis.call('SET', KEYS[1], value, 'PX', px)
+  local others = leave_line(KEYS[2], KEYS[3], head)
+  redis.call('SET', KEYS[1], lease(head, text, now, desc, others), 'PX', px)
   redis.call('PUBLISH', ARGV[2], '=' .. head .. '\n' .. text .. '\n' .. px .. '\n' .. stamp)
   return true
 end

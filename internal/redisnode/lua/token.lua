@@ -99,6 +99,17 @@ local function issue(counter, marker, us)
   return token, text
 end
 
+-- lease returns the value of a lease of holder (an owner, or a re-entrant
+-- lease's mark) with token text, granted at since (server ms), described by
+-- desc; marked as waited for when others wait in line.
+local function lease(holder, text, since, desc, others)
+  local v = holder .. '\n' .. text .. '\n' .. since .. '\n' .. desc
+  if others then
+    return v .. WAITED
+  end
+  return v
+end
+
 -- take writes a new lease on lock, free, for head (an owner, or a
 -- re-entrant lease's mark) with the description desc and a TTL of ttl ms,
 -- and returns its token from counter; or, while the restart guard (marker)
@@ -109,6 +120,6 @@ local function take(lock, counter, marker, head, desc, ttl)
   if not fence then
     return -math.max(1, text)
   end
-  redis.call('SET', lock, head .. '\n' .. text .. '\n' .. since .. '\n' .. desc, 'PX', ttl)
+  redis.call('SET', lock, lease(head, text, since, desc), 'PX', ttl)
   return fence
 end
