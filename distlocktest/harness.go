@@ -47,6 +47,27 @@ type Harness struct {
 	// TTL is the short lease the expiry tests use. It should be a few
 	// times the backend's worst round trip. Default 200ms.
 	TTL time.Duration
+
+	// Stored lists what the backend keeps in its store for the keys whose
+	// names begin with prefix (Redis keys, table rows, znodes, etcd keys:
+	// names of the harness's choosing, one per stored item). The check
+	// StateReclaimed locks and releases many keys of every kind the
+	// backend claims and requires the list to be empty again within
+	// Reclaim: a key nobody holds or waits for leaves nothing behind.
+	// Without it, that check is skipped with a message.
+	Stored func(t testing.TB, prefix string) []string
+
+	// Reclaim bounds how long after its last release a key's state may
+	// stay in the store (a free record that keeps the fencing counter or
+	// the release receipt, say). Default 15s.
+	Reclaim time.Duration
+}
+
+func (h Harness) reclaim() time.Duration {
+	if h.Reclaim > 0 {
+		return h.Reclaim
+	}
+	return 15 * time.Second
 }
 
 func (h Harness) ttl() time.Duration {

@@ -25,6 +25,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -38,10 +39,21 @@ var ErrNotHeld = errors.New("distlock/driver: lock not held by this owner")
 // distlock then fails the call at once instead of retrying.
 var ErrInvalidKey = errors.New("distlock/driver: invalid key")
 
-// Kind is what a lease takes of its key. A key is used by one family
-// throughout: as a mutex (Exclusive), as a read-write lock (Write and Read)
-// or as a semaphore (Permit, with the same Limit on every client). A
-// backend may take Exclusive as Write: a mutex's key has no readers.
+// ErrKindMismatch, wrapped in an error of [Backend.Acquire] (a
+// [*KindError]), says the key is held as another family of lock than the
+// request asks for, or as a semaphore of another size. Nothing was taken.
+// The request may succeed once those holdings end, but a key used two ways
+// is a mistake in the caller's code: package distlock fails the call at
+// once instead of waiting.
+var ErrKindMismatch = errors.New("distlock/driver: key held as another kind of lock")
+
+// Kind is what a lease takes of its key. A key is used by one family at a
+// time: as a mutex (Exclusive), as a read-write lock (Write and Read) or as
+// a semaphore (Permit, with one Limit). A backend keeps the family (and a
+// semaphore's Limit) as part of the key's state while any holding of the
+// key exists, and refuses a request of another family, or of another
+// Limit, with a [*KindError]: Exclusive and Write exclude each other, as
+// do Permit with Limit 2 and Permit with Limit 5.
 type Kind uint8
 
 const (
@@ -50,6 +62,77 @@ const (
 	Read                  // a read-write lock shared with other readers
 	Permit                // one of Request.Limit permits of a semaphore
 )
+
+// String returns "mutex", "write lock", "read lock" or "semaphore permit".
+func (k Kind) String() string {
+	switch k {
+	case Exclusive:
+		return "mutex"
+	case Write:
+		return "write lock"
+	case Read:
+		return "read lock"
+	case Permit:
+		return "semaphore permit"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Family reports the family of a kind, which must match between holdings of
+// one key: Write and Read share theirs; Exclusive and Permit have their own.
+func (k Kind) Family() Kind {
+	if k == Read {
+		return Write
+	}
+	return k
+}
+
+// Compatible reports whether a key held as (held, heldLimit) may be asked
+// for as (asked, askedLimit) at all, that is whether the request is of the
+// same family (and, for Permit, the same Limit). Whether it is granted
+// then depends on the holdings, as usual. Limits count only for Permit.
+func Compatible(held Kind, heldLimit int, asked Kind, askedLimit int) bool {
+	if held.Family() != asked.Family() {
+		return false
+	}
+	return held != Permit || heldLimit == askedLimit
+}
+
+// KindError is the error of [Backend.Acquire] for a request of another
+// family, or another semaphore size, than the key's holdings. It wraps
+// [ErrKindMismatch].
+type KindError struct {
+	Key        string
+	Held       Kind // the family the key is held as (Write for a read-write lock)
+	HeldLimit  int  // with Held == Permit: the semaphore's size (0: unknown)
+	Asked      Kind // the kind the request asked for
+	AskedLimit int  // with Asked == Permit: the size it asked for
+}
+
+func (e *KindError) Error() string {
+	return fmt.Sprintf("key %q is held as %s; the request for %s cannot share it (use another key for another kind of lock)",
+		e.Key, describeKind(e.Held, e.HeldLimit), describeKind(e.Asked, e.AskedLimit))
+}
+
+// Unwrap returns ErrKindMismatch.
+func (e *KindError) Unwrap() error { return ErrKindMismatch }
+
+// describeKind names a family for KindError: "a mutex", "a read-write
+// lock", "a semaphore of 3 permits".
+func describeKind(k Kind, limit int) string {
+	switch k {
+	case Exclusive:
+		return "a mutex"
+	case Write, Read:
+		return "a read-write lock"
+	case Permit:
+		if limit > 0 {
+			return fmt.Sprintf("a semaphore of %d permits", limit)
+		}
+		return "a semaphore"
+	}
+	return "a lock of " + k.String()
+}
 
 // Lease names one holding: what Acquire takes and Release and Refresh act on.
 type Lease struct {
@@ -135,7 +218,9 @@ type Backend interface {
 	// or releases; but one wrapping ErrInvalidKey, errors.ErrUnsupported
 	// (what the backend does not offer) or distlock.ErrInvalidBackend (a
 	// backend set up wrongly, or closed) says nothing was taken, and that
-	// a repeat would fail the same way. A repeat
+	// a repeat would fail the same way; one wrapping ErrKindMismatch says
+	// nothing was taken because the key is held as another kind (see
+	// [Kind]). A repeat
 	// by an owner that holds the lease extends it, reporting the same grant.
 	Acquire(ctx context.Context, req Request) (Grant, error)
 
@@ -207,6 +292,7 @@ type Info struct {
 	Token uint64        // the newest holding's; when free, the last issued (0: never)
 	TTL   time.Duration // when Held: the remaining lease (the longest one)
 	Holds int           // when Held: re-entrant holds, readers or permits
+	Limit int           // when Held as Permit: the semaphore's size (0: unknown)
 	Meta  map[string]string
 
 	// Warnings name, one short sentence each, conditions of the
