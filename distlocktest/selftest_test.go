@@ -633,6 +633,18 @@ func brokenBackends() []struct {
 			checks: []string{"InspectFreeAndHeld"},
 		},
 		{
+			name: "re-entrant locks ignore fairness",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Reentry != "" {
+						req.Fair, req.Queue = false, 0
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"ReentrantFair"},
+		},
+		{
 			name:   "semaphores do not see the other kinds",
 			b:      func() *broken { return apart(driver.Permit) },
 			checks: []string{"KindsExclude", "KindsRace"},
