@@ -83,7 +83,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 		m.abandon(ctx, req.Lease, true)
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
 	case !g.Acquired:
-		return nil, cl.failed(ctx, m, ErrNotObtained)
+		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
 	}
 	return m.newLock(ctx, req.Lease, start, g, false, &cl)
 }
@@ -365,6 +365,12 @@ func (m *Mutex) unsupported(adjective string) error {
 		what = "read-write lock"
 	case driver.Permit:
 		what = "semaphore"
+	}
+	if adjective != "" && m.kind != driver.Exclusive {
+		// Whatever the backend offers, only a mutex can be fair or
+		// re-entrant: say so, not that the backend lacks it.
+		option := map[string]string{"fair": "WithFairness", "re-entrant": "an owner identity (WithOwner)"}[adjective]
+		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, m.key, option, adjective, errors.ErrUnsupported)
 	}
 	if adjective != "" {
 		what = adjective + " " + what
