@@ -1,6 +1,6 @@
-// Package snippets holds the short README examples that are not whole
-// programs, so that the compiler checks them (examples/readme_test.go
-// checks that the README shows them unchanged).
+// Package snippets holds the short examples of the README and docs/ that
+// are not whole programs, so that the compiler checks them
+// (examples/readme_test.go checks that those pages show them unchanged).
 package snippets
 
 import (
