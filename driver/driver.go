@@ -270,6 +270,16 @@ type Backend interface {
 	Close() error
 }
 
+// FreshDeclarer is implemented by backends with a restart guard (redislock,
+// redlock): a store that may have lost data refuses new grants for a while,
+// and DeclareFresh tells it that its servers lost nothing since they
+// started, so that it grants at once. See the backends' docs for when
+// that is safe. It is optional: distlock.Client.DeclareFresh calls it
+// where the backend has it.
+type FreshDeclarer interface {
+	DeclareFresh(ctx context.Context) error
+}
+
 // Watch is a subscription to the releases of one key.
 type Watch interface {
 	// C receives after the key may have become free. Releases may be
