@@ -192,6 +192,12 @@ type Grant struct {
 	// A lease known to end now is reported as a small positive value.
 	RetryAfter time.Duration
 
+	// Guarded, when not Acquired, says that the backend's restart guard
+	// refused the grant, not a holder: the store may have lost data, and
+	// grants no new lease until RetryAfter has passed or the store is
+	// declared fresh (see [FreshDeclarer]).
+	Guarded bool
+
 	// Lost, if not nil, is closed when the backend learns that the holding
 	// is gone (a session expired). Leases that only end by TTL leave it nil.
 	Lost <-chan struct{}
