@@ -18,6 +18,7 @@ func TestConformance(t *testing.T) {
 	distlocktest.Run(t, distlocktest.Harness{
 		NewBackend: func(testing.TB) driver.Backend { return b },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
+		Stored:     func(_ testing.TB, prefix string) []string { return b.Stored(prefix) },
 		TTL:        100 * time.Millisecond,
 	})
 }
