@@ -49,6 +49,9 @@ func harness(newRDB func(t testing.TB) redis.UniversalClient, ttl time.Duration)
 		Expire: func(t testing.TB, key string) {
 			redistest.Expire(t, redislock.DefaultPrefix, key, newRDB(t))
 		},
+		Stored: func(t testing.TB, prefix string) []string {
+			return redistest.Stored(t, redislock.DefaultPrefix, prefix, newRDB(t))
+		},
 		TTL: ttl,
 	}
 }
@@ -278,14 +281,17 @@ func TestPausedServerEndsLease(t *testing.T) {
 	}
 }
 
-// TestKilledServer: every call returns an error within its ctx deadline,
-// nothing hangs or leaks, and locking works again after a restart.
+// TestKilledServer: every call returns an error within its ctx deadline
+// (a release, Unlock's or a failed attempt's give-back, within the release
+// timeout), nothing hangs or leaks, and locking works again after a
+// restart.
 func TestKilledServer(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	rdb := newClient(t, srv.Addr())
 	// The server comes back empty: the restart guard holds new grants
 	// back until it has run for the maximum lease length.
-	c := distlock.New(newBackend(t, rdb, redislock.WithMaxTTL(time.Second)), distlock.WithTTL(time.Second))
+	c := distlock.New(newBackend(t, rdb, redislock.WithMaxTTL(time.Second)), distlock.WithTTL(time.Second),
+		distlock.WithReleaseTimeout(time.Second))
 	m := c.Mutex(t.Name())
 	held, err := m.TryLock(context.Background())
 	if err != nil {
@@ -303,8 +309,8 @@ func TestKilledServer(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s with the server down: no error", name)
 		}
-		if d := time.Since(start); d > 3*time.Second {
-			t.Errorf("%s took %v with a 500ms deadline", name, d)
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("%s took %v with a 500ms deadline and a 1s release timeout", name, d)
 		}
 	}
 	bounded("TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err })
