@@ -192,7 +192,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}
 	switch {
 	case err != nil:
-		return driver.Grant{}, err
+		return driver.Grant{}, misconfigured(err)
 	case token == 0:
 		return driver.Grant{RetryAfter: wait}, nil
 	}
@@ -296,7 +296,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err == nil && !ok {
 		return driver.ErrNotHeld
 	}
-	return err
+	return misconfigured(err)
 }
 
 // Refresh implements driver.Backend: compare-and-extend, in one round trip
@@ -319,7 +319,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	ok, err := refresh(ctx, b.rdb, b.keys.Get(l.Key), l.Owner, ttl)
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, misconfigured(err)
 	case !ok:
 		return 0, driver.ErrNotHeld
 	}
