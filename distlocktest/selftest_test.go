@@ -633,6 +633,18 @@ func brokenBackends() []struct {
 			checks: []string{"InspectFreeAndHeld"},
 		},
 		{
+			name: "re-entrant locks ignore fairness",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Reentry != "" {
+						req.Fair, req.Queue = false, 0
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"ReentrantFair"},
+		},
+		{
 			name:   "semaphores do not see the other kinds",
 			b:      func() *broken { return apart(driver.Permit) },
 			checks: []string{"KindsExclude", "KindsRace"},
@@ -690,7 +702,7 @@ func harnessOf(b *broken) Harness {
 		NewBackend: func(testing.TB) driver.Backend { return b },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
 		Stored:     func(_ testing.TB, prefix string) []string { return b.Backend.Stored(prefix) },
-		TTL:        100 * time.Millisecond,
+		TTL:        500 * time.Millisecond,
 	}
 }
 

@@ -192,6 +192,12 @@ type Grant struct {
 	// A lease known to end now is reported as a small positive value.
 	RetryAfter time.Duration
 
+	// Guarded, when not Acquired, says that the backend's restart guard
+	// refused the grant, not a holder: the store may have lost data, and
+	// grants no new lease until RetryAfter has passed or the store is
+	// declared fresh (see [FreshDeclarer]).
+	Guarded bool
+
 	// Lost, if not nil, is closed when the backend learns that the holding
 	// is gone (a session expired). Leases that only end by TTL leave it nil.
 	Lost <-chan struct{}
@@ -270,6 +276,16 @@ type Backend interface {
 	Close() error
 }
 
+// FreshDeclarer is implemented by backends with a restart guard (redislock,
+// redlock): a store that may have lost data refuses new grants for a while,
+// and DeclareFresh tells it that its servers lost nothing since they
+// started, so that it grants at once. See the backends' docs for when
+// that is safe. It is optional: distlock.Client.DeclareFresh calls it
+// where the backend has it.
+type FreshDeclarer interface {
+	DeclareFresh(ctx context.Context) error
+}
+
 // Watch is a subscription to the releases of one key.
 type Watch interface {
 	// C receives after the key may have become free. Releases may be
@@ -289,7 +305,7 @@ type KeyInfo struct {
 type Info struct {
 	Held  bool
 	Kind  Kind          // when Held
-	Token uint64        // the newest holding's; when free, the last issued (0: never)
+	Token uint64        // the newest holding's; when free, the last issued (0: never, or forgotten since)
 	TTL   time.Duration // when Held: the remaining lease (the longest one)
 	Holds int           // when Held: re-entrant holds, readers or permits
 	Limit int           // when Held as Permit: the semaphore's size (0: unknown)
