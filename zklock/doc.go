@@ -13,10 +13,26 @@
 // A key is a persistent node under the root (default [DefaultRoot]; the
 // key's bytes other than letters, digits, '_', ':' and '-' are escaped as
 // %XX). Each holding and each waiter is an ephemeral sequential child of
-// it (re-entrant leases aside: see below), named kind-hash-sequence, where the hash names the owner token (a
-// hash, because whoever knows a token can release its lock). The lowest
-// sequence holds a mutex or write lock; readers hold while no writer is
-// ahead of them; the n lowest permits hold a semaphore of n.
+// it (re-entrant leases aside: see below), named kind-hash-sequence, where
+// the kind is x (mutex), w (writer), r (reader) or sN (a permit of a
+// semaphore of N), and the hash names the owner token (a hash, because
+// whoever knows a token can release its lock). The lowest sequence holds a
+// mutex or write lock; readers hold while no writer is ahead of them; the
+// n lowest permits hold a semaphore of n.
+//
+// # One key, one kind
+//
+// A key is used one way at a time: as a mutex (re-entrant or not), as a
+// read-write lock, or as a semaphore of one size. Every attempt lists the
+// line, and the names say how the nodes in it use the key: an attempt
+// that finds a node of another family (or a semaphore of another size)
+// ahead of its own is refused with a *driver.KindError, and deletes its
+// node, whether it would have waited or not. A mutex and a writer are of
+// different families. Of two attempts of different kinds made at once,
+// the node made first wins: the later one sees it and is refused, and
+// the earlier one sees nothing foreign ahead of it. A foreign node whose
+// lease lapsed is cleared first, as any node in the way. A waiter keeping
+// its place in line counts as a use of the key, as a holder does.
 //
 // Only a waiter that keeps a place in line is served in order: a fair
 // Lock (see distlock.WithFairness), first come, first served, and a

@@ -83,6 +83,30 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 			b.forget(lk)
 			continue
 		}
+		ahead := kids // the line before the node the request holds or would join
+		switch {
+		case mine >= 0:
+			ahead = kids[:mine]
+		case len(ids) > 0:
+			ahead = kids[:ids[0]]
+		}
+		if fs := foreign(ahead, driver.Exclusive, 0); len(fs) > 0 {
+			var now int64
+			freed, _, err := b.clearLapsed(parent, fs, &now)
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			if freed {
+				continue
+			}
+			if mine >= 0 {
+				if _, _, err := b.removeHold(parent, parent+"/"+kids[mine].name, oh, false); err != nil {
+					return driver.Grant{}, err
+				}
+			}
+			b.forget(lk)
+			return driver.Grant{}, kindError(req, fs[0])
+		}
 		var g driver.Grant
 		var done bool
 		switch {

@@ -352,7 +352,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 	}
 	if n == nil {
-		if n, now, err = b.create(lk, parent, kindPrefix[req.Kind]+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
+		if n, now, err = b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
 			return driver.Grant{}, err
 		}
 	}
@@ -366,6 +366,20 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		if i < 0 {
 			b.forget(lk)
 			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+		}
+		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
+			freed, _, err := b.clearLapsed(parent, fs, &now)
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			if freed && tries < 3 {
+				continue
+			}
+			if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return driver.Grant{}, err
+			}
+			b.forget(lk)
+			return driver.Grant{}, kindError(req, fs[0])
 		}
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
@@ -426,12 +440,23 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
-		kids := append(line(names), child{kind: req.Kind, hash: h, seq: math.MaxInt64})
+		kids := line(names)
+		var now int64 // learned only if needed
+		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
+			freed, _, err := b.clearLapsed(parent, fs, &now)
+			if err != nil {
+				return driver.Grant{}, false, err
+			}
+			if freed && tries < 3 {
+				continue
+			}
+			return driver.Grant{}, false, kindError(req, fs[0])
+		}
+		kids = append(kids, child{kind: req.Kind, limit: req.Limit, hash: h, seq: math.MaxInt64})
 		bs := blockers(kids, len(kids)-1, req.Limit)
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
-		var now int64 // learned only if needed
 		freed, until, err := b.clearLapsed(parent, bs, &now)
 		if err != nil {
 			return driver.Grant{}, false, err
@@ -846,7 +871,14 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 	now := b.leaderNow()
 	var newest nodeData
 	var paths []string
-	for _, c := range holders(kids, func(c child) int { d, _ := get(c); return d.Limit }) {
+	limit := func(c child) int {
+		if c.limit > 0 {
+			return c.limit
+		}
+		d, _ := get(c)
+		return d.Limit
+	}
+	for _, c := range holders(kids, limit) {
 		d, ok := get(c)
 		if !ok || !d.Held {
 			continue
@@ -858,6 +890,9 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 		}
 		paths = append(paths, parent+"/"+c.name)
 		info.Held, info.Kind = true, c.kind
+		if c.kind == driver.Permit {
+			info.Limit = limit(c)
+		}
 		info.Holds += max(len(d.Holds), 1)
 		info.TTL = max(info.TTL, min(left, time.Duration(d.Span)*time.Millisecond))
 		if tok := uint64(st.Czxid); tok >= info.Token || info.Holds == 1 {

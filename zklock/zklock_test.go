@@ -93,4 +93,6 @@ func TestStandalone(t *testing.T) {
 	t.Run("LostReleaseReply", func(t *testing.T) { testLostReleaseReply(t, addrs) })
 	t.Run("ReentrantOutlivesSession", func(t *testing.T) { testReentrantOutlivesSession(t, addrs) })
 	t.Run("ReentrantLostJoinReply", func(t *testing.T) { testReentrantLostJoinReply(t, addrs) })
+	t.Run("KindMismatch", func(t *testing.T) { testKindMismatch(t, addrs) })
+	t.Run("KindRace", func(t *testing.T) { testKindRace(t, addrs) })
 }
