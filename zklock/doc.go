@@ -10,10 +10,11 @@
 //
 // # Nodes
 //
-// A key is a persistent node under the root (default [DefaultRoot]; the
-// key's bytes other than letters, digits, '_', ':' and '-' are escaped as
-// %XX). Each holding and each waiter is an ephemeral sequential child of
-// it (re-entrant leases aside: see below), named kind-hash-sequence, where
+// A key is a node under the root (default [DefaultRoot]; the key's bytes
+// other than letters, digits, '_', ':' and '-' are escaped as %XX), whose
+// child "line" holds the key's holders and waiters. Each holding and each
+// waiter is an ephemeral sequential child of the line (re-entrant leases
+// aside: see below), named kind-hash-sequence, where
 // the kind is x (mutex), w (writer), r (reader) or sN (a permit of a
 // semaphore of N), and the hash names the owner token (a hash, because
 // whoever knows a token can release its lock). The lowest sequence holds a
@@ -80,9 +81,30 @@
 // log: they increase across every key, and survive server restarts and
 // leader changes, so a new holder's token is above every earlier one's.
 // When a key is free, Inspect reports the last released holding's token,
-// kept in the key's node. A zxid carries the leader's epoch in its high 32
-// bits, so tokens are large numbers (below 2^63) that jump at each leader
-// change.
+// kept in the key's node until the node is reclaimed (see below), and 0
+// after that. A zxid carries the leader's epoch in its high 32 bits, so
+// tokens are large numbers (below 2^63) that jump at each leader change.
+//
+// # Reclaimed state
+//
+// A key's node and its line are container nodes (ZooKeeper 3.5 and newer):
+// the leader deletes a container left without children at its next check
+// of containers, every znode.container.checkIntervalMs (a Java system
+// property of the servers, 60s by default). So once nobody holds or waits
+// for a key (released, given up, or gone with its session), its line is
+// deleted at the next check and its node, with the last token, at the one
+// after: a key leaves nothing behind after two check intervals (two
+// minutes by default; longer when more than znode.container.maxPerMinute
+// containers await deletion), and its last token stays readable for one
+// interval at least. Only the root and its clock node stay. Tokens are unaffected:
+// zxids are global, so a key made again issues tokens above every earlier
+// one. An acquisition that finds its line deleted under it makes it again.
+// Two things outlive this: a re-entrant lease whose holders all vanished
+// without releasing it (a persistent node: it goes when the next
+// contender clears its lapsed lease), and a key's node or line made by an
+// attempt that failed before making its own node and was never repeated
+// (a container that never had a child is deleted only if the servers set
+// znode.container.maxNeverUsedIntervalMs).
 //
 // # Leases on sessions
 //

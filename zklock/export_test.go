@@ -17,4 +17,4 @@ func SetLineRead(f func()) {
 }
 
 // LinePath is where the holders and waiters of key live under root.
-func LinePath(root, key string) string { return root + "/" + escapeKey(key) }
+func LinePath(root, key string) string { return (&Backend{root: root}).linePath(key) }

@@ -29,7 +29,7 @@ const reentryRounds = 10
 // It lists the line first (one round trip more than acquire), so that it
 // finds the identity's node, and makes none when it would be refused.
 func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
-	parent := b.keyPath(req.Key)
+	parent := b.linePath(req.Key)
 	lk := lease{req.Key, req.Owner}
 	rh, oh := reentryHash(req.Reentry), ownerHash(req.Owner)
 	made := "" // the node this call made as a holding, if any

@@ -94,8 +94,8 @@ type session struct {
 type Option func(*Backend)
 
 // WithRoot sets the znode under which locks live (default [DefaultRoot]).
-// Each key is a persistent child of it; their children are the holders
-// and waiters.
+// Each key is a child of it, deleted by the ensemble once nobody holds or
+// waits for the key (see the package doc).
 func WithRoot(path string) Option { return func(b *Backend) { b.root = path } }
 
 // WithMaxSessionTimeout states the ensemble's maxSessionTimeout (default
@@ -226,7 +226,17 @@ func serial[T any](b *Backend, owner string, f func() (T, error)) func() (T, err
 	}
 }
 
-func (b *Backend) keyPath(key string) string { return b.root + "/" + escapeKey(key) }
+// lineName is the child of a key's node under which the key's holders and
+// waiters queue. Both are containers: the ensemble deletes the line once
+// it is left empty, and the key's node, which keeps the last token, at
+// its next check of containers after that.
+const lineName = "line"
+
+// linePath is where key's holders and waiters queue.
+func (b *Backend) linePath(key string) string { return b.root + "/" + escapeKey(key) + "/" + lineName }
+
+// keyNode returns the key's node of a line: where its last token is kept.
+func keyNode(line string) string { return line[:len(line)-len(lineName)-1] }
 
 // sessionTimeout is the session timeout the ensemble granted, as far as
 // the backend knows: what the client requested, lowered to the granted
@@ -309,7 +319,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 }
 
 func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
-	parent := b.keyPath(req.Key)
+	parent := b.linePath(req.Key)
 	h := ownerHash(req.Owner)
 	lk := lease{req.Key, req.Owner}
 	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
@@ -504,6 +514,10 @@ func (b *Backend) setRefused(lk lease, refused bool) {
 	}
 }
 
+// makeTries bounds the rounds in which create makes the nodes its node
+// needs: a container left empty may be deleted between those and its own.
+const makeTries = 4
+
 // create makes the owner's node (reentry: a re-entrant lease's, for that
 // identity hash), in one transaction with a write of the clock node,
 // whose stat gives the transaction's zxid (the new node's creation zxid:
@@ -519,8 +533,8 @@ func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int
 			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: zk.WorldACL(zk.PermAll), Flags: flags},
 			&zk.SetDataRequest{Path: b.root + "/" + clockName, Version: -1},
 		)
-		if errors.Is(err, zk.ErrNoNode) && tries == 0 {
-			if err := b.makeParents(parent); err != nil {
+		if errors.Is(err, zk.ErrNoNode) && tries < makeTries {
+			if err := b.makeLine(parent, tries > 0); err != nil {
 				return nil, 0, err
 			}
 			continue
@@ -538,17 +552,31 @@ func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int
 	}
 }
 
-// makeParents creates the root, its clock node and the key's node.
-func (b *Backend) makeParents(parent string) error {
-	var paths []string
-	for i := 1; i < len(b.root); i++ {
-		if b.root[i] == '/' {
-			paths = append(paths, b.root[:i])
+// makeLine creates the key's node and its line, as containers, and with
+// root (or when the key's node cannot be made), the root and its clock
+// node first.
+func (b *Backend) makeLine(line string, root bool) error {
+	if root {
+		var paths []string
+		for i := 1; i < len(b.root); i++ {
+			if b.root[i] == '/' {
+				paths = append(paths, b.root[:i])
+			}
+		}
+		for _, p := range append(paths, b.root, b.root+"/"+clockName) {
+			if _, err := b.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return fmt.Errorf("zklock: creating %s: %w", p, err)
+			}
 		}
 	}
-	paths = append(paths, b.root, b.root+"/"+clockName, parent)
-	for _, p := range paths {
-		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	for _, p := range []string{keyNode(line), line} {
+		_, err := b.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+		switch {
+		case errors.Is(err, zk.ErrNoNode) && !root:
+			return b.makeLine(line, true)
+		case errors.Is(err, zk.ErrNoNode):
+			return nil // the key's node was deleted as it was left empty: the next try makes it again
+		case err != nil && !errors.Is(err, zk.ErrNodeExists):
 			return fmt.Errorf("zklock: creating %s: %w", p, err)
 		}
 	}
@@ -688,7 +716,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 func (b *Backend) release(l driver.Lease) error {
 	lk := lease{l.Key, l.Owner}
 	b.setRefused(lk, false)
-	parent := b.keyPath(l.Key)
+	parent := b.linePath(l.Key)
 	if e, ok := b.entry(lk); ok && e.reentry != "" {
 		return b.releaseReentrant(l, parent, e)
 	}
@@ -744,7 +772,7 @@ func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 	if !n.data.Held {
 		return b.conn.Delete(n.path, version)
 	}
-	raw, st, err := b.conn.Get(parent)
+	raw, st, err := b.conn.Get(keyNode(parent))
 	if err != nil {
 		return err
 	}
@@ -753,7 +781,7 @@ func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 	}
 	res, err := b.conn.Multi(
 		&zk.DeleteRequest{Path: n.path, Version: version},
-		&zk.SetDataRequest{Path: parent, Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
+		&zk.SetDataRequest{Path: keyNode(parent), Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
 	)
 	for _, r := range res {
 		if r.Error != nil && err == nil {
@@ -792,9 +820,9 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	return run(ctx, serial(b, l.Owner, func() (time.Duration, error) {
 		lk := lease{l.Key, l.Owner}
 		if e, ok := b.entry(lk); ok && e.reentry != "" {
-			return b.refreshReentrant(lk, b.keyPath(l.Key), e, ttl)
+			return b.refreshReentrant(lk, b.linePath(l.Key), e, ttl)
 		}
-		n, err := b.locate(lk, b.keyPath(l.Key), ownerHash(l.Owner))
+		n, err := b.locate(lk, b.linePath(l.Key), ownerHash(l.Owner))
 		if err != nil {
 			return 0, err
 		}
@@ -835,13 +863,13 @@ func (b *Backend) inspect(key string) (driver.Info, error) {
 
 // holdings describes key, and returns the nodes that hold it.
 func (b *Backend) holdings(key string) (driver.Info, []string, error) {
-	parent := b.keyPath(key)
+	parent := b.linePath(key)
 	// A server reads its own copy, which may lag behind the leader: sync
 	// it first, so that Inspect sees every change made before it began.
 	if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return driver.Info{}, nil, err
 	}
-	raw, _, err := b.conn.Get(parent)
+	raw, _, err := b.conn.Get(keyNode(parent))
 	if errors.Is(err, zk.ErrNoNode) {
 		return driver.Info{}, nil, nil
 	}
@@ -851,6 +879,9 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 	last, _ := strconv.ParseUint(string(raw), 10, 64)
 	info := driver.Info{Token: last}
 	names, _, err := b.conn.Children(parent)
+	if errors.Is(err, zk.ErrNoNode) { // the line was left empty, and deleted
+		return info, nil, nil
+	}
 	if err != nil {
 		return driver.Info{}, nil, err
 	}
