@@ -10,8 +10,10 @@
 //
 // # Nodes
 //
-// A key is a node under the root (default [DefaultRoot]; the key's bytes
-// other than letters, digits, '_', ':' and '-' are escaped as %XX), whose
+// A key (1 to distlock.MaxKeyLen bytes, any bytes) is a node under the
+// root (default [DefaultRoot]; the key's bytes other than letters, digits,
+// '_', ':' and '-' are escaped as %XX, so every key makes a valid znode
+// name), whose
 // child "line" holds the key's holders and waiters. Each holding and each
 // waiter is an ephemeral sequential child of the line (re-entrant leases
 // aside: see below), named kind-hash-sequence, where

@@ -95,7 +95,12 @@ type Option func(*Backend)
 
 // WithRoot sets the znode under which locks live (default [DefaultRoot]).
 // Each key is a child of it, deleted by the ensemble once nobody holds or
-// waits for the key (see the package doc).
+// waits for the key (see the package doc). The root must be an absolute
+// path other than "/", outside /zookeeper, without empty, "." or ".."
+// parts, and of characters ZooKeeper accepts: no control characters,
+// nothing beyond U+FFFF, and none of U+E000 to U+F8FF and U+FFF0 to
+// U+FFFF. The backend's methods report another root as an error wrapping
+// distlock.ErrInvalidBackend.
 func WithRoot(path string) Option { return func(b *Backend) { b.root = path } }
 
 // WithMaxSessionTimeout states the ensemble's maxSessionTimeout (default
@@ -151,7 +156,8 @@ func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 }
 
 // checkRoot reports whether root can hold the keys' nodes: an absolute
-// znode path other than "/", without empty, "." or ".." parts, and outside
+// znode path other than "/", without empty, "." or ".." parts, of
+// characters that ZooKeeper accepts in a path (see pathRune), and outside
 // /zookeeper, which the ensemble reserves.
 func checkRoot(root string) error {
 	if len(root) < 2 || root[0] != '/' || root[len(root)-1] == '/' {
@@ -162,10 +168,24 @@ func checkRoot(root string) error {
 			return fmt.Errorf("root %q has an empty, \".\" or \"..\" part", root)
 		}
 	}
+	for _, r := range root {
+		if !pathRune(r) {
+			return fmt.Errorf("root %q has a character ZooKeeper refuses in a path (%U)", root, r)
+		}
+	}
 	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
 		return fmt.Errorf("root %q is under /zookeeper, which ZooKeeper reserves", root)
 	}
 	return nil
+}
+
+// pathRune reports whether ZooKeeper accepts r in a znode path. The
+// servers refuse controls (C0, DEL and C1), UTF-16 surrogates (so
+// every character beyond U+FFFF) and private use characters (U+D800 to
+// U+F8FF), and U+FFF0 to U+FFFF; the client refuses bytes that are not
+// UTF-8, which range reads as U+FFFD.
+func pathRune(r rune) bool {
+	return r >= 0x20 && !(r >= 0x7f && r <= 0x9f) && !(r >= 0xd800 && r <= 0xf8ff) && r < 0xfff0
 }
 
 // Capabilities implements driver.Backend: waiters are notified, fair ones
@@ -269,6 +289,9 @@ func (b *Backend) leaderNow() int64 { return time.Now().UnixMilli() + b.offset.L
 func checkKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("zklock: empty key: %w", driver.ErrInvalidKey)
+	}
+	if len(key) > distlock.MaxKeyLen {
+		return fmt.Errorf("zklock: key of %d bytes, longer than %d: %w", len(key), distlock.MaxKeyLen, driver.ErrInvalidKey)
 	}
 	return nil
 }

@@ -129,4 +129,5 @@ func TestStandalone(t *testing.T) {
 	t.Run("KindMismatch", func(t *testing.T) { testKindMismatch(t, addrs) })
 	t.Run("KindRace", func(t *testing.T) { testKindRace(t, addrs) })
 	t.Run("StateReclaimed", func(t *testing.T) { testStateReclaimed(t, addrs) })
+	t.Run("KeyBytes", func(t *testing.T) { testKeyBytes(t, addrs) })
 }
