@@ -76,6 +76,11 @@
 // Grant.Lost is nil. A re-entrant acquisition lists the line before it
 // writes: 3 round trips when the lock is free.
 //
+// A re-entrant mutex may be fair (distlock.WithFairness): its first hold
+// takes its turn, the identity's node keeping its place in line as a fair
+// waiter's does, and each further hold of the identity, while it holds,
+// is granted at once, ahead of the waiters behind it.
+//
 // # Fencing tokens
 //
 // A holding's token is its node's creation zxid, read from the same

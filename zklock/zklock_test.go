@@ -130,4 +130,5 @@ func TestStandalone(t *testing.T) {
 	t.Run("KindRace", func(t *testing.T) { testKindRace(t, addrs) })
 	t.Run("StateReclaimed", func(t *testing.T) { testStateReclaimed(t, addrs) })
 	t.Run("KeyBytes", func(t *testing.T) { testKeyBytes(t, addrs) })
+	t.Run("ReentrantFair", func(t *testing.T) { testReentrantFair(t, addrs) })
 }
