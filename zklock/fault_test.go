@@ -3,9 +3,13 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/distlocktest"
@@ -76,7 +80,17 @@ func testKillLeader(t *testing.T, e *testserver.Ensemble) {
 			errs <- l.Unlock(ctxFor(t, 10*time.Second))
 		}()
 	}
-	time.Sleep(500 * time.Millisecond) // the waiters queue up
+	admin := dial(t, addrs, sessionTimeout)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, _ = admin.Sync(keyPath(key))
+		kids, _, err := admin.Children(keyPath(key))
+		if err == nil && len(kids) == n+1 {
+			break // the waiters are in line
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the line before the leader's death: %v, %v; want the holder and %d waiters", kids, err, n)
+		}
+	}
 	leader := e.Leader(t)
 	leader.Kill(t)
 	defer func() { leader.Restart(t); e.AwaitServing(t) }()
@@ -124,15 +138,15 @@ func testLostCreateReply(t *testing.T, e *testserver.Ensemble) {
 	b := newBackend(t, []string{p.Addr()}, sessionTimeout)
 	key := "lost-create-reply"
 	owner := "owner-lost-create-reply-0123456789abcdef"
-	req := driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 20 * time.Second}
-	// Lock the key once, so that its node exists and the create whose
-	// reply is lost succeeds at its first try.
-	first := driver.Request{Lease: driver.Lease{Key: key, Owner: "owner-before"}, TTL: 20 * time.Second}
+	permit := func(owner string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner, Kind: driver.Permit}, Limit: 2, TTL: 20 * time.Second}
+	}
+	req := permit(owner)
+	// Another permit holds the key's line in place, so that the create
+	// whose reply is lost succeeds at its first try.
+	first := permit("owner-before")
 	if g, err := b.Acquire(ctxFor(t, 10*time.Second), first); err != nil || !g.Acquired {
 		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	if err := b.Release(ctxFor(t, 10*time.Second), first.Lease); err != nil {
-		t.Fatalf("Release: %v", err)
 	}
 	dropped := p.DropReply(zklock.OwnerHash(owner))
 	if g, err := b.Acquire(ctxFor(t, 10*time.Second), req); err == nil {
@@ -156,15 +170,17 @@ func testLostCreateReply(t *testing.T, e *testserver.Ensemble) {
 	admin := dial(t, e.Addrs(), sessionTimeout)
 	_, _ = admin.Sync(keyPath(key)) // its server may lag behind the leader
 	kids, _, err := admin.Children(keyPath(key))
-	if err != nil || len(kids) != 1 {
-		t.Fatalf("the key's nodes after the retry: %v, %v; want exactly one", kids, err)
+	if err != nil || len(kids) != 2 || !slices.ContainsFunc(kids, func(k string) bool { return strings.Contains(k, zklock.OwnerHash(owner)) }) {
+		t.Fatalf("the key's nodes after the retry: %v, %v; want the owner's and the other permit's", kids, err)
 	}
-	if err := b.Release(ctxFor(t, 10*time.Second), req.Lease); err != nil {
-		t.Fatalf("Release: %v", err)
+	for _, r := range []driver.Request{req, first} {
+		if err := b.Release(ctxFor(t, 10*time.Second), r.Lease); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
 	}
 	_, _ = admin.Sync(keyPath(key))
-	if kids, _, err := admin.Children(keyPath(key)); err != nil || len(kids) != 0 {
-		t.Errorf("the key's nodes after the release: %v, %v; want none", kids, err)
+	if kids, _, err := admin.Children(keyPath(key)); err != nil && err != zk.ErrNoNode || len(kids) != 0 {
+		t.Errorf("the key's nodes after the releases: %v, %v; want none", kids, err)
 	}
 	l, err := distlock.New(newBackend(t, e.Addrs(), sessionTimeout)).Mutex(key).TryLock(ctxFor(t, 10*time.Second))
 	if err != nil {
