@@ -158,7 +158,19 @@ func StartEnsemble(ctx context.Context, cfg ZooKeeperConfig, n int) ([]*ZooKeepe
 	return startZooKeepers(ctx, cfg, n)
 }
 
-func startZooKeepers(ctx context.Context, cfg ZooKeeperConfig, n int) (zs []*ZooKeeper, err error) {
+// startZooKeepers starts n servers, on other ports if a port picked free
+// was taken before a server could bind it (other processes pick free ports
+// too).
+func startZooKeepers(ctx context.Context, cfg ZooKeeperConfig, n int) ([]*ZooKeeper, error) {
+	for attempt := 1; ; attempt++ {
+		zs, err := startZooKeepersOnce(ctx, cfg, n)
+		if err == nil || !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			return zs, err
+		}
+	}
+}
+
+func startZooKeepersOnce(ctx context.Context, cfg ZooKeeperConfig, n int) (zs []*ZooKeeper, err error) {
 	cfg = cfg.withDefaults()
 	ports, err := FreePorts(3 * n)
 	if err != nil {
@@ -280,7 +292,11 @@ func (z *ZooKeeper) AwaitServing(ctx context.Context, mode string) error {
 			return nil
 		}
 		if z.current().Exited() {
-			return fmt.Errorf("launch: ZooKeeper on %s exited; log tail:\n%s", z.Addr(), z.LogTail())
+			tail := z.LogTail()
+			if strings.Contains(tail, "Address already in use") {
+				return fmt.Errorf("launch: ZooKeeper on %s: %w; log tail:\n%s", z.Addr(), errAddrInUse, tail)
+			}
+			return fmt.Errorf("launch: ZooKeeper on %s exited; log tail:\n%s", z.Addr(), tail)
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return fmt.Errorf("launch: ZooKeeper on %s not serving: %v; log tail:\n%s", z.Addr(), errors.Join(ctx.Err(), err), z.LogTail())
