@@ -103,15 +103,20 @@
 // after: a key leaves nothing behind after two check intervals (two
 // minutes by default; longer when more than znode.container.maxPerMinute
 // containers await deletion), and its last token stays readable for one
-// interval at least. Only the root and its clock node stay. Tokens are unaffected:
-// zxids are global, so a key made again issues tokens above every earlier
-// one. An acquisition that finds its line deleted under it makes it again.
-// Two things outlive this: a re-entrant lease whose holders all vanished
-// without releasing it (a persistent node: it goes when the next
-// contender clears its lapsed lease), and a key's node or line made by an
-// attempt that failed before making its own node and was never repeated
-// (a container that never had a child is deleted only if the servers set
-// znode.container.maxNeverUsedIntervalMs).
+// interval at least. Only the root and its clock node stay. Tokens are
+// unaffected: zxids are global, so a key made again issues tokens above
+// every earlier one. An acquisition that finds its line deleted under it
+// makes it again.
+//
+// The node of a holder that stopped renewing, whose session lives on, is
+// deleted by the next client it is in the way of, or by its own client
+// shortly after its lease ends (by that client's clock, drift allowed
+// for). Two things outlive all this: a re-entrant lease whose holders'
+// processes all ended without releasing it (a persistent node: it goes
+// when the next contender clears its lapsed lease), and a key's node or
+// line made by an attempt that failed before making its own node and was
+// never repeated (a container that never had a child is deleted only if
+// the servers set znode.container.maxNeverUsedIntervalMs).
 //
 // # Leases on sessions
 //

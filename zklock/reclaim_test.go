@@ -17,9 +17,9 @@ import (
 const reclaimWithin = 4*testserver.ZooKeeperContainerCheck + 20*time.Second
 
 // testStateReclaimed: a key that was held, waited for and refused, of
-// every kind, or whose holder's session ended, leaves no znode behind
-// once nobody holds or waits for it; and its last token stays readable
-// just after its release.
+// every kind, whose holder stopped renewing it, or whose holder's session
+// ended, leaves no znode behind once nobody holds or waits for it; and its
+// last token stays readable just after its release.
 func testStateReclaimed(t *testing.T, addrs []string) {
 	admin := dial(t, addrs, sessionTimeout)
 	b, other := newBackend(t, addrs, sessionTimeout), newBackend(t, addrs, sessionTimeout)
@@ -62,6 +62,15 @@ func testStateReclaimed(t *testing.T, addrs []string) {
 		}
 		if info, err := b.Inspect(ctx, key); err != nil || info.Held || info.Token != last {
 			t.Errorf("Inspect after the release of the %s: %+v, %v; want free, with the last token %d", u.name, info, err, last)
+		}
+	}
+	// A holder that stops renewing, and a re-entrant one, whose sessions
+	// live on.
+	for _, u := range uses[:2] {
+		r := u.request("reclaim-lapsed-"+u.name, "holder", 0)
+		r.TTL = time.Second
+		if g, err := b.Acquire(ctx, r); err != nil || !g.Acquired {
+			t.Fatalf("Acquire: %+v, %v", g, err)
 		}
 	}
 	// One more key, whose holder's session ends instead of releasing it.

@@ -215,7 +215,7 @@ func (b *Backend) joinReentrant(lk lease, req driver.Request, parent, rh, oh str
 		return driver.Grant{}, false, err
 	}
 	b.noteClock(nst.Mtime)
-	n := &node{path: path, token: uint64(st.Czxid), data: d, reentry: rh}
+	n := &node{path: path, token: uint64(st.Czxid), version: nst.Version, data: d, reentry: rh}
 	if st.Mtime+old.Span <= nst.Mtime {
 		// Its lease had lapsed before this write: it ended, and the
 		// identity's next holding is a new one, with a new token.
@@ -391,7 +391,7 @@ func (b *Backend) refreshReentrant(lk lease, parent string, e node, ttl time.Dur
 			return 0, err
 		}
 		b.noteClock(nst.Mtime)
-		n := &node{path: path, token: uint64(st.Czxid), data: d, reentry: e.reentry}
+		n := &node{path: path, token: uint64(st.Czxid), version: nst.Version, data: d, reentry: e.reentry}
 		if st.Mtime+old.Span <= nst.Mtime { // it had lapsed: the lease ended
 			n.data = old
 			if err := b.deleteNode(parent, n, nst.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {

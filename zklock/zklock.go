@@ -62,7 +62,8 @@ type Backend struct {
 	owners [64]sync.Mutex
 
 	mu       sync.Mutex
-	nodes    map[lease]*node // this client's nodes, by key and owner
+	nodes    map[lease]*node       // this client's nodes, by key and owner
+	lapses   map[lease]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
 	receipts map[driver.Lease]time.Time
 	refused  map[lease]time.Time // owners whose last attempt was refused, and left no node
 	purged   time.Time           // when refused was last rid of old entries
@@ -79,6 +80,7 @@ type lease struct{ key, owner string }
 type node struct {
 	path    string // "" while unknown: a create whose reply was lost
 	token   uint64 // the node's creation zxid
+	version int32  // its version after this client's last write
 	data    nodeData
 	reentry string // the identity hash of a re-entrant lease's node, else ""
 }
@@ -137,7 +139,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 // the ensemble. Closing the backend leaves conn open.
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
-		drift: driver.DefaultDrift, nodes: make(map[lease]*node), receipts: make(map[driver.Lease]time.Time),
+		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
 		refused: make(map[lease]time.Time), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
@@ -363,7 +365,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		case err != nil:
 			return driver.Grant{}, err
 		default:
-			n.token, n.data, now = uint64(st.Czxid), data, st.Mtime
+			n.token, n.data, n.version, now = uint64(st.Czxid), data, st.Version, st.Mtime
 			b.noteClock(st.Mtime)
 		}
 	}
@@ -456,6 +458,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		return driver.Grant{}, err
 	}
 	b.noteClock(st.Mtime)
+	n.version = st.Version
 	b.remember(lk, n)
 	return driver.Grant{RetryAfter: retry}, nil
 }
@@ -647,7 +650,7 @@ func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &node{path: parent + "/" + kids[i].name, token: uint64(st.Czxid), data: decodeData(raw)}
+	n = &node{path: parent + "/" + kids[i].name, token: uint64(st.Czxid), version: st.Version, data: decodeData(raw)}
 	b.remember(lk, n)
 	c := *n
 	return &c, nil
@@ -668,13 +671,76 @@ func (b *Backend) remember(lk lease, n *node) {
 	c := *n
 	b.mu.Lock()
 	b.nodes[lk] = &c
+	b.watchLapseLocked(lk, &c)
 	b.mu.Unlock()
 }
 
 func (b *Backend) forget(lk lease) {
 	b.mu.Lock()
 	delete(b.nodes, lk)
+	b.watchLapseLocked(lk, nil)
 	b.mu.Unlock()
+}
+
+// lapseMargin is how long after its lease's end (by this client's clock,
+// drift allowed for) a node of this client's is cleared.
+const lapseMargin = 100 * time.Millisecond
+
+// watchLapseLocked arranges for n, the owner's node as this client last
+// wrote it, to be deleted once its lease (or a waiter's place) lapses
+// unrenewed; nil stops watching. Other clients delete a lapsed node only
+// when it is in their way: without this, the node of a holder that
+// stopped renewing would stay as long as its session, and with it the
+// key's line and node. The delete is conditional on the node's version,
+// so that a later write (a renewal by another hold of a re-entrant lease)
+// wins. The node's lease ends at the latest Span after this client's last
+// write, which the leader stamped before this client learned of it.
+func (b *Backend) watchLapseLocked(lk lease, n *node) {
+	if t := b.lapses[lk]; t != nil {
+		t.Stop()
+		delete(b.lapses, lk)
+	}
+	if n == nil || n.path == "" || n.data.Span <= 0 {
+		return
+	}
+	span := time.Duration(n.data.Span) * time.Millisecond
+	path, version := n.path, n.version
+	b.lapses[lk] = time.AfterFunc(span+b.drift(span)+lapseMargin, func() { b.clearOwn(lk, path, version) })
+}
+
+// clearOwn deletes the owner's node at path if this client's last write
+// of it was version: its lease lapsed.
+func (b *Backend) clearOwn(lk lease, path string, version int32) {
+	_, _ = serial(b, lk.owner, func() (struct{}, error) {
+		select {
+		case <-b.closed:
+			return struct{}{}, nil
+		default:
+		}
+		b.mu.Lock()
+		n, ok := b.nodes[lk]
+		if !ok || n.path != path || n.version != version {
+			b.mu.Unlock()
+			return struct{}{}, nil // renewed, or released, since
+		}
+		c := *n
+		b.mu.Unlock()
+		for range 3 { // the key's last token may move meanwhile
+			err := b.deleteNode(path[:strings.LastIndexByte(path, '/')], &c, version)
+			if !errors.Is(err, zk.ErrBadVersion) {
+				if err == nil || errors.Is(err, zk.ErrNoNode) {
+					b.mu.Lock()
+					if n, ok := b.nodes[lk]; ok && n.path == path && n.version == version {
+						delete(b.nodes, lk)
+						delete(b.lapses, lk)
+					}
+					b.mu.Unlock()
+				}
+				break
+			}
+		}
+		return struct{}{}, nil
+	})()
 }
 
 // clearLapsed looks at the nodes in the way, in line order: one whose
@@ -862,6 +928,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, err
 		}
 		b.noteClock(st.Mtime)
+		n.version = st.Version
 		b.remember(lk, n)
 		return b.validFor(ttl), nil
 	}))
@@ -976,6 +1043,12 @@ func (b *Backend) Close() error {
 	}
 	b.once.Do(func() {
 		close(b.closed)
+		b.mu.Lock()
+		for lk, t := range b.lapses {
+			t.Stop()
+			delete(b.lapses, lk)
+		}
+		b.mu.Unlock()
 		if b.ownsConn && b.conn != nil {
 			b.mu.Lock()
 			if b.sess != nil {

@@ -75,7 +75,7 @@ func harness(t *testing.T, addrs []string) distlocktest.Harness {
 				}
 			}
 		},
-		TTL:     600 * time.Millisecond,
+		TTL:     2 * time.Second,
 		Stored:  func(t testing.TB, prefix string) []string { return stored(t, admin, prefix) },
 		Reclaim: 30 * time.Second,
 	}
