@@ -31,6 +31,7 @@ func TestEnsemble(t *testing.T) {
 	e := testserver.StartEnsemble(t, 3)
 	addrs := e.Addrs()
 	t.Run("Conformance", func(t *testing.T) { distlocktest.Run(t, harness(t, addrs)) })
+	t.Run("KindAfterReleaseElsewhere", func(t *testing.T) { testKindAfterReleaseElsewhere(t, e) })
 	t.Run("KillLeader", func(t *testing.T) { testKillLeader(t, e) })
 	t.Run("LostCreateReply", func(t *testing.T) { testLostCreateReply(t, e) })
 	t.Run("ShortPartitionKeepsLock", func(t *testing.T) { testShortPartition(t, e) })

@@ -33,14 +33,19 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 	lk := lease{req.Key, req.Owner}
 	rh, oh := reentryHash(req.Reentry), ownerHash(req.Owner)
 	made := "" // the node this call made as a holding, if any
+	// The line is read before this call writes anything, so the server may
+	// show it as it was before changes other clients already made (a
+	// release): a refusal seen so is confirmed after a sync.
+	synced, syncNext := false, false
 	for range reentryRounds {
 		e, known := b.entry(lk)
-		if known && e.path == "" {
-			// A write whose reply was lost: sync, or a lagging server may
-			// not show it.
+		if known && e.path == "" || syncNext {
+			// A write whose reply was lost, or a refusal to confirm: sync,
+			// or a lagging server may not show the changes.
 			if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, err
 			}
+			synced, syncNext = true, false
 		}
 		names, _, err := b.conn.Children(parent)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -99,6 +104,10 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 			if freed {
 				continue
 			}
+			if !synced {
+				syncNext = true
+				continue
+			}
 			if mine >= 0 {
 				if _, _, err := b.removeHold(parent, parent+"/"+kids[mine].name, oh, false); err != nil {
 					return driver.Grant{}, err
@@ -115,6 +124,9 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 			// other node came first.
 			b.setRefused(lk, false)
 			return driver.Grant{Acquired: true, Token: e.token, ValidFor: b.validForLease(req.TTL)}, nil
+		case len(ids) == 0 && len(kids) > 0 && req.Queue <= 0 && !synced && made == "":
+			syncNext = true
+			continue
 		case len(ids) == 0:
 			g, done, err = b.createReentrant(lk, req, parent, rh, oh, kids)
 			if n, ok := b.entry(lk); err == nil && ok && n.data.Held {

@@ -468,6 +468,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 // after clearing the lapsed leases in the way. It writes nothing unless
 // a lease in the way may have lapsed.
 func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, blocked bool, err error) {
+	synced := false
 	for tries := 0; ; tries++ {
 		names, _, err := b.conn.Children(parent)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -484,6 +485,15 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 				return driver.Grant{}, false, err
 			}
 			if freed && tries < 3 {
+				continue
+			}
+			if !synced {
+				// The server may lag behind releases made before this
+				// call: a mismatch, final for the caller, is confirmed.
+				if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return driver.Grant{}, false, err
+				}
+				synced = true
 				continue
 			}
 			return driver.Grant{}, false, kindError(req, fs[0])
