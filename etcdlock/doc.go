@@ -23,15 +23,27 @@
 // distlock.WithFairness the way to avoid it. A waiter that gives up
 // deletes its key.
 //
+// A key is used as one kind of lock at a time: the names of its holdings
+// and waiters tell their family (mutex, read-write lock, or semaphore,
+// whose size is part of the name), and every transaction that puts a key
+// also checks that none of another family, or of another semaphore size,
+// exists. A request refused for that returns a *driver.KindError, which
+// names both kinds; two requests of different families at once are never
+// both granted. A permit's key is put only if no permit was put since the
+// attempt counted fewer than the semaphore's size, so every permit key
+// holds from the transaction that put it.
+//
 // Every attempt is one transaction that finds the owner's key first, so a
 // reply lost in transit is recovered by the retry with the same owner: it
 // finds the key and reports the same grant, and nothing is left orphaned.
-// A permit's key that was put but never granted (its attempt was refused
-// and could not give it back, or its reply was lost) is not granted later
-// on its create revision if a greater token was issued meanwhile: it is
-// deleted, and the attempt puts a new key, so that tokens still grow.
 // A release leaves a receipt key for 5 to 10 seconds, so that a repeated
-// release reports success.
+// release reports success; it notes the holding's token, which Inspect
+// reports for the free key meanwhile (after that, a free key's token is
+// 0). Nothing else is kept for a key nobody holds or waits for: every key
+// the backend writes is on a lease, so a key released, given up or left
+// by a crashed holder leaves nothing in etcd within the lease's TTL and
+// 10 seconds. Tokens need no record to keep growing: they are create
+// revisions, which etcd never issues twice.
 //
 // # Leases
 //
@@ -129,10 +141,12 @@
 //	crashed holder       others wait <= its lease TTL  whole seconds, >= 1 s and etcd's minimum (2 s by default)
 //	fair order           FIFO by create revision       with distlock.WithFairness, and for writers
 //	read-write lock      writers queue, readers wait   a queued writer keeps new readers out
-//	semaphore            first n keys                  every client uses the same n
+//	semaphore            first n keys                  a request of another n is refused (driver.KindError)
+//	one kind per key     checked in each transaction   another family or size: driver.KindError
 //	re-entrant locks     holds counted in etcd         not fair; the identity's own lease, kept alive by every backend holding it
 //	handed-over lock     outlives the first backend    a closed or crashed backend's holds end with the lease, <= its TTL after the others' last release
 //	Inspect TTL          etcd's whole seconds          the longest remaining lease of the holders
+//	state reclaimed      every key on a lease          none left within the lease's TTL and 10 s of the last release
 //
 // Tokens are etcd revisions, so they grow with every write to the cluster,
 // not by one per holding; package fence works with them unchanged.

@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -30,8 +31,30 @@ func conformance(t *testing.T, c *etcdtest.Cluster) {
 		Expire:     func(tb testing.TB, key string) { expire(tb, admin, key) },
 		// etcd leases are whole seconds, and a write on a loaded
 		// three-member cluster can take a good part of 200ms.
-		TTL: time.Second,
+		TTL:    time.Second,
+		Stored: func(tb testing.TB, prefix string) []string { return stored(tb, admin, prefix) },
 	})
+}
+
+// stored lists the etcd keys that the backend (with the default prefix)
+// keeps for the lock keys beginning with prefix: holdings and waiters,
+// re-entrant holds, release receipts, and the token notes of earlier
+// versions.
+func stored(tb testing.TB, cli *clientv3.Client, prefix string) []string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var keys []string
+	for _, root := range []string{"lock/", "hold/", "released/", "token/"} {
+		resp, err := cli.Get(ctx, etcdlock.DefaultPrefix+root+url.PathEscape(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			tb.Fatalf("stored %q: %v", prefix, err)
+		}
+		for _, kv := range resp.Kvs {
+			keys = append(keys, string(kv.Key))
+		}
+	}
+	return keys
 }
 
 // newBackend returns a backend on a client of its own, closed at cleanup.

@@ -67,18 +67,18 @@ func reentryDigest(reentry string) string {
 }
 
 // anchor is the key of the re-entrant lease of the identity of digest rd.
-func (k keys) anchor(rd string) string { return k.lock + "w/" + anchorMark + rd }
+func (k keys) anchor(rd string) string { return k.lock + "m/" + anchorMark + rd }
 
 // isAnchor reports whether kv, a key of k's line, is a re-entrant lease's.
 func (k keys) isAnchor(kv *mvccpb.KeyValue) bool {
-	return strings.HasPrefix(string(kv.Key), k.lock+"w/"+anchorMark)
+	return strings.HasPrefix(string(kv.Key), k.lock+"m/"+anchorMark)
 }
 
 // acquireReentrant is Acquire for a request with a re-entrant identity.
 // The hold is armed first: if the reply is lost and the owner never asks
 // again, the identity's deadline deletes it.
 func (b *Backend) acquireReentrant(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
-	k := b.keys(req.Key, req.Owner, req.Kind)
+	k := b.keys(req.Key, req.Owner, req.Kind, 0)
 	rd := reentryDigest(req.Reentry)
 	anchor := k.anchor(rd)
 	val, err := json.Marshal(holdValue{Reentry: rd})
@@ -96,6 +96,10 @@ func (b *Backend) acquireReentrant(ctx context.Context, req driver.Request, star
 			g, done, err = b.join(ctx, req, k, anchor, string(val), rev, l, start)
 		} else {
 			g, done, err = b.attemptHold(ctx, req, k, anchor, string(val), start)
+		}
+		var kindErr *driver.KindError
+		if errors.As(err, &kindErr) {
+			b.dropHold(k.hold) // refused: the transaction put nothing
 		}
 		if err != nil {
 			return driver.Grant{}, err // unknown outcome: the hold stays armed
@@ -127,15 +131,14 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 	first := clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{
 		clientv3.OpPut(anchor, string(desc), clientv3.WithLease(spare.id)),
 		clientv3.OpPut(k.hold, val, clientv3.WithLease(spare.id)),
-		clientv3.OpPut(k.last, ""),
 		// Hold keys of a lease that ended some other way than its
 		// lease's end (a deletion behind the backends' backs) are no
 		// holds: a new lease starts without them.
 		clientv3.OpDelete(k.holds, clientv3.WithRange(k.hold)),
 		clientv3.OpDelete(k.hold+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(k.holds))),
-	}, []clientv3.Op{
+	}, append([]clientv3.Op{
 		clientv3.OpGet(k.lock, firstOpts(k, driver.Exclusive, 1)...),
-	})
+	}, k.familyReads()...))
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 	).Then(
@@ -160,6 +163,9 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return b.grantedHold(req, k, anchor, resp.Header.Revision, spare, start)
 	}
 	b.putSpare(spare)
+	if err := k.mismatch(req.Key, req.Kind, 0, inner.Responses[1:]); err != nil {
+		return driver.Grant{}, false, err
+	}
 	line := inner.Responses[0].GetResponseRange().Kvs
 	if len(line) == 0 || string(line[0].Key) != anchor {
 		return driver.Grant{}, true, nil // held by another
@@ -237,14 +243,16 @@ func (b *Backend) grantedHold(req driver.Request, k keys, anchor string, rev int
 // of anchor: same tells that the anchor is the lease the hold is of. The
 // last hold deletes the anchor too, and revokes the identity's lease,
 // which carries nothing any more.
-func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, anchor string, same clientv3.Cmp, rl *lease) error {
+//
+// The receipt notes rev, the token, if it is known (not 0).
+func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, anchor string, same clientv3.Cmp, rev int64, rl *lease) error {
 	last := append(othersAbsent(k.holds, []string{k.hold}), same)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 	).Then(
 		clientv3.OpGet(k.hold, clientv3.WithKeysOnly()),
 		clientv3.OpDelete(k.hold),
-		clientv3.OpPut(k.receipt, "", clientv3.WithLease(rl.id)),
+		receiptOp(k, anchor, rev, rl),
 		clientv3.OpTxn(last, []clientv3.Op{clientv3.OpDelete(anchor)}, nil),
 	).Else(
 		clientv3.OpGet(k.receipt, clientv3.WithCountOnly()),
@@ -282,7 +290,7 @@ func (b *Backend) releaseUnknown(ctx context.Context, l driver.Lease, k keys, ho
 	// The anchor of the hold's lease was created with the first hold,
 	// at the latest.
 	same := clientv3.Compare(clientv3.CreateRevision(anchor), "<", hold.CreateRevision+1)
-	return b.releaseHold(ctx, l, k, anchor, same, rl)
+	return b.releaseHold(ctx, l, k, anchor, same, 0, rl)
 }
 
 // refreshHold is Refresh for a hold of the re-entrant lease of anchor: it

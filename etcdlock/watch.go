@@ -35,7 +35,7 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 		return nil, fmt.Errorf("etcdlock: watch: empty key: %w", driver.ErrInvalidKey)
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
-	w := &watch{b: b, k: b.keys(key, owner, driver.Exclusive), owner: owner, c: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	w := &watch{b: b, k: b.keys(key, owner, driver.Exclusive, 0), owner: owner, c: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	first, err := w.target(ctx)
 	if err != nil {
 		cancel()
