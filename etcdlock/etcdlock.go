@@ -605,8 +605,10 @@ func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease
 // Refresh implements driver.Backend. The lease of the owner's key is
 // renewed by the backend's keep-alive; Refresh checks that the key is
 // still the owner's holding, moves the key's local deadline to ttl from
-// the call's start, and moves the key to the lease for ttl if its TTL in
-// seconds differs. The holding's Grant.Lost follows the key: from then on
+// the call's start (earlier, for a shorter ttl, once the check succeeded:
+// a holder that stops renewing then loses its key at that ttl, not the
+// one asked for before), and moves the key to the lease for ttl if its
+// TTL in seconds differs. The holding's Grant.Lost follows the key: from then on
 // it closes when the new lease ends, not the old one (and, if the move's
 // outcome is unknown, when either ends).
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
@@ -668,7 +670,11 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
 		}
 	}
-	return ls.validFor(start, ttl, b.drift)
+	v, err := ls.validFor(start, ttl, b.drift)
+	if err == nil {
+		b.setAt(own, start.Add(ttl))
+	}
+	return v, err
 }
 
 // refresh checks that the owner's key holds the lock, and puts it on

@@ -252,6 +252,19 @@ func (b *Backend) extendDeadline(key string, at time.Time) bool {
 	return true
 }
 
+// setAt moves the deadline of a holding's key to at, earlier or later,
+// after a renewal for at succeeded. Until then the deadline stays the
+// later of the two (extendDeadline): a renewal of unknown outcome must not
+// end the key before the holder's earlier grant does.
+func (b *Backend) setAt(key string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.lapsing == nil && len(d.on) > 0 {
+		d.at = at
+		d.timer.Reset(time.Until(at))
+	}
+}
+
 // forget drops the deadline of key: it was released, or is known not to
 // exist. A deletion under way finishes.
 func (b *Backend) forget(key string) {
