@@ -128,8 +128,17 @@
 // hand-over) costs that too, then one keep-alive of the identity's lease,
 // to learn how long it lasts, and the transaction that adds the hold. A
 // Release through a backend that did not take the hold is two
-// transactions. Re-entrant locks are not fair: a Request with both Fair
-// and Reentry fails with errors.ErrUnsupported.
+// transactions.
+//
+// A fair re-entrant lock (distlock.WithFairness) takes its first hold in
+// turn: if the lock is held, the identity's anchor is put alone, as its
+// place in line, and the hold is granted, its key put, once the anchor
+// is first. Further holds of the identity, while it holds, are granted
+// at once, whoever waits. While the identity only waits it holds
+// nothing: a request of it that does not wait (TryLock) is refused, and
+// its owners waiting at once share the one place. One that gives up
+// deletes the place; the others put it again, at the end of the line, at
+// their next attempt.
 //
 // # Guarantees
 //
@@ -143,7 +152,8 @@
 //	read-write lock      writers queue, readers wait   a queued writer keeps new readers out
 //	semaphore            first n keys                  a request of another n is refused (driver.KindError)
 //	one kind per key     checked in each transaction   another family or size: driver.KindError
-//	re-entrant locks     holds counted in etcd         not fair; the identity's own lease, kept alive by every backend holding it
+//	re-entrant locks     holds counted in etcd         the identity's own lease, kept alive by every backend holding it
+//	fair re-entrant      first hold in turn            further holds of the identity granted at once
 //	handed-over lock     outlives the first backend    a closed or crashed backend's holds end with the lease, <= its TTL after the others' last release
 //	Inspect TTL          etcd's whole seconds          the longest remaining lease of the holders
 //	state reclaimed      every key on a lease          none left within the lease's TTL and 10 s of the last release

@@ -144,8 +144,8 @@ func checkKey(op, key, owner string, hasOwner bool) error {
 // Capabilities implements driver.Backend: releases are notified (a fair
 // waiter only by the release of the key queued just before its own),
 // fair locks, read-write locks, semaphores and re-entrant locks are
-// offered. A re-entrant lock is not fair: a request with both Reentry
-// and Fair fails with an error wrapping errors.ErrUnsupported.
+// offered. A fair re-entrant lock takes its first hold in turn; further
+// holds of the identity, while it holds, are granted at once.
 func (b *Backend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true, Reentrant: true}
 }
@@ -255,8 +255,8 @@ func (b *Backend) checkRequest(req driver.Request) error {
 		return fmt.Errorf("etcdlock: unknown lock kind %d", req.Kind)
 	case req.Kind == driver.Permit && req.Limit < 1:
 		return fmt.Errorf("etcdlock: a semaphore of %d permits", req.Limit)
-	case req.Reentry != "" && (req.Kind != driver.Exclusive || req.Fair):
-		return fmt.Errorf("etcdlock: re-entrant locks are exclusive and not fair: %w", errors.ErrUnsupported)
+	case req.Reentry != "" && req.Kind != driver.Exclusive:
+		return fmt.Errorf("etcdlock: re-entrant locks are exclusive: %w", errors.ErrUnsupported)
 	}
 	return nil
 }
