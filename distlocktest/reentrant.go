@@ -15,6 +15,60 @@ var reentrantChecks = []check{
 	{"ReentrantRenewalCoversAllHolds", reentrant, testReentrantRenewal},
 	{"ReentrantHoldNeverShortensLease", reentrant, testReentrantNoShortening},
 	{"ReentrantLostReplyAddsNoHold", reentrant, testReentrantLostReply},
+	{"ReentrantFair", reentrantFair, testReentrantFair},
+}
+
+// reentrantFair: backends that claim both.
+func reentrantFair(c driver.Capabilities) bool { return c.Reentrant && c.Fair }
+
+// testReentrantFair: a fair re-entrant mutex takes its first hold in turn,
+// behind the waiters already in line, while further holds of the identity
+// that holds it are granted at once, ahead of them: they are already in.
+func testReentrantFair(t testing.TB, h Harness) {
+	key := uniqueKey(t)
+	holderID, laterID := distlock.NewOwnerID(), distlock.NewOwnerID()
+	fair := distlock.WithFairness()
+	first := mustLock(t, newClient(t, h).Mutex(key, fair, distlock.WithOwner(holderID)))
+
+	// A waiter of another identity queues behind the holder.
+	ctx := timeout(t, 60*time.Second)
+	waiting := make(chan *distlock.Lock, 1)
+	go func() {
+		l, err := newClient(t, h).Mutex(key, fair, distlock.WithOwner(distlock.NewOwnerID())).Lock(ctx)
+		if err != nil {
+			t.Errorf("fair waiter: %v", err)
+		}
+		waiting <- l
+	}()
+	time.Sleep(300 * time.Millisecond) // let it take its place; the checks below hold either way
+
+	// The holder's identity enters again at once, waiter or not.
+	again, err := newClient(t, h).Mutex(key, fair, distlock.WithOwner(holderID)).TryLock(timeout(t, 5*time.Second))
+	if err != nil {
+		t.Fatalf("TryLock by the identity that holds the fair lock: %v; want a second hold at once", err)
+	}
+	if again.Token() != first.Token() {
+		t.Errorf("the second hold has token %d; want the lease's %d", again.Token(), first.Token())
+	}
+	for _, l := range []*distlock.Lock{again, first} {
+		if err := l.Unlock(timeout(t, 5*time.Second)); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	// The lock is the waiter's now, or about to be: a newcomer's first
+	// hold does not jump the line.
+	tryFails(t, "TryLock by a new identity while a fair waiter is next", newClient(t, h).Mutex(key, fair, distlock.WithOwner(laterID)).TryLock)
+	select {
+	case l := <-waiting:
+		if l != nil {
+			if l.Token() <= first.Token() {
+				t.Errorf("the waiter's token %d; want above %d", l.Token(), first.Token())
+			}
+			_ = l.Unlock(context.Background())
+		}
+	case <-ctx.Done():
+		t.Fatal("the fair waiter never got the lock after the last hold was released")
+	}
 }
 
 // testReentrantHolds: an owner identity enters the lock it holds again, by
