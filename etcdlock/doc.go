@@ -90,6 +90,16 @@
 // without a bound TryLock(context.Background()) would never return from a
 // cluster out of reach.
 //
+// Within that bound, an Acquire, a Refresh and a lease's keep-alive send
+// their requests in tries, each given half of the time left (at least
+// 300ms) and asking the member to fail at once if it has no leader. A
+// request that reached a member just before its leader died gets no
+// answer from etcd; the next try reaches the new leader, elected within a
+// few election timeouts, so a holder keeps its lock across a leader
+// change that the cluster survives if its TTL leaves time for the
+// election, and a waiter woken meanwhile is not held up by a request of
+// its own that hangs.
+//
 // # Re-entrant locks
 //
 // A re-entrant lock (distlock.WithOwner, distlock.ContextWithOwner) is an

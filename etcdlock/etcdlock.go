@@ -216,9 +216,22 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	ctx, cancel := b.call(ctx, req.TTL)
 	defer cancel()
 	start := time.Now()
-	if req.Reentry != "" {
-		return b.acquireReentrant(ctx, req, start)
-	}
+	var g driver.Grant
+	err := persist(ctx, func(ctx context.Context) error {
+		var err error
+		if req.Reentry != "" {
+			g, err = b.acquireReentrant(ctx, req, start)
+		} else {
+			g, err = b.acquireOnce(ctx, req, start)
+		}
+		return err
+	})
+	return g, err
+}
+
+// acquireOnce is one try of Acquire for a request without a re-entrant
+// identity.
+func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
 	if err := b.arm(ctx, b.keys(req.Key, req.Owner, req.Kind, req.Limit), start.Add(max(req.TTL, req.Queue))); err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
@@ -645,7 +658,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
 		}
 		b.moving(own, ls)
-		err = b.refresh(ctx, l, k, ls)
+		err = persist(ctx, func(ctx context.Context) error { return b.refresh(ctx, l, k, ls) })
 		if errors.Is(err, errLeaseGone) {
 			// Not applied: the key is where it was.
 			b.unmoved(own, ls)
