@@ -88,3 +88,51 @@ func TestReentrantFair(t *testing.T) {
 	}
 	release(b2, w3)
 }
+
+// TestReentrantFairWatch: the Watch of an owner whose re-entrant identity
+// waits in line fires when the key just before the identity's place is
+// deleted, not for a release further ahead.
+func TestReentrantFairWatch(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	b := newBackend(t, c)
+	ctx := timeout(t, time.Minute)
+	key := uniqueKey("reentrant-fair-watch")
+	const ttl = 10 * time.Second
+	fair := func(name, reentry string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: uniqueKey(name)}, TTL: ttl, Fair: true, Queue: ttl, Reentry: reentry}
+	}
+	holder, w1, id := fair("holder", ""), fair("w1", ""), fair("id", "identity")
+	for i, req := range []driver.Request{holder, w1, id} {
+		if g, err := b.Acquire(ctx, req); err != nil || g.Acquired != (i == 0) {
+			t.Fatalf("Acquire %d: %+v, %v", i, g, err)
+		}
+	}
+	w, err := b.Watch(ctx, key, id.Owner)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	defer w.Close()
+	if err := b.Release(ctx, holder.Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-w.C():
+		t.Fatalf("the identity's Watch fired for the release of the holder, ahead of the waiter before it")
+	case <-time.After(time.Second):
+	}
+	if g, err := b.Acquire(ctx, w1); err != nil || !g.Acquired {
+		t.Fatalf("Acquire of the first waiter: %+v, %v", g, err)
+	}
+	if err := b.Release(ctx, w1.Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-w.C():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the identity's Watch did not fire 10s after the waiter before it released")
+	}
+	if g, err := b.Acquire(ctx, id); err != nil || !g.Acquired {
+		t.Fatalf("Acquire of the identity in its turn: %+v, %v", g, err)
+	}
+}
