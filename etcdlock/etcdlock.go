@@ -658,7 +658,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
 		}
 		b.moving(own, ls)
-		err = persist(ctx, func(ctx context.Context) error { return b.refresh(ctx, l, k, ls) })
+		_, err = hedge(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.refresh(ctx, l, k, ls) })
 		if errors.Is(err, errLeaseGone) {
 			// Not applied: the key is where it was.
 			b.unmoved(own, ls)

@@ -190,19 +190,21 @@ func (l *lease) kill() {
 	l.b.leaseEnded(l)
 }
 
-// renew keeps l alive once, in tries (see persist). It kills l if etcd
+// renew keeps l alive once, its request hedged (see hedge). It kills l if etcd
 // no longer has it, or if its deadline passed before etcd answered.
 func (l *lease) renew(ctx context.Context) error {
 	ctx, cancel := context.WithDeadline(ctx, l.deadline())
 	defer cancel()
-	var sent time.Time
-	var resp *clientv3.LeaseKeepAliveResponse
-	err := persist(ctx, func(ctx context.Context) error {
-		sent = time.Now()
-		var err error
-		resp, err = l.b.cli.KeepAliveOnce(ctx, l.id)
-		return err
+	type renewal struct {
+		sent time.Time
+		resp *clientv3.LeaseKeepAliveResponse
+	}
+	r, err := hedge(ctx, func(ctx context.Context) (renewal, error) {
+		sent := time.Now()
+		resp, err := l.b.cli.KeepAliveOnce(ctx, l.id)
+		return renewal{sent, resp}, err
 	})
+	sent, resp := r.sent, r.resp
 	switch {
 	case err == nil && resp.TTL > 0:
 		l.mu.Lock()

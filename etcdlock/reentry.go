@@ -377,14 +377,11 @@ func (b *Backend) refreshHold(ctx context.Context, l driver.Lease, k keys, ancho
 	// transaction with no operation as a serializable read, from whichever
 	// member the client reached, which may not have applied a Break or a
 	// release that has already returned.
-	var resp *clientv3.TxnResponse
-	err := persist(ctx, func(ctx context.Context) error {
-		var err error
-		resp, err = b.cli.Txn(ctx).If(
+	resp, err := hedge(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 			clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev),
 		).Then(clientv3.OpGet(anchor, clientv3.WithCountOnly())).Commit()
-		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
