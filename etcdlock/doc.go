@@ -90,15 +90,16 @@
 // without a bound TryLock(context.Background()) would never return from a
 // cluster out of reach.
 //
-// Within that bound, an Acquire, a Refresh and a lease's keep-alive send
-// their requests in tries, each given half of the time left (at least
-// 300ms) and asking the member to fail at once if it has no leader. A
-// request that reached a member just before its leader died gets no
-// answer from etcd; the next try reaches the new leader, elected within a
-// few election timeouts, so a holder keeps its lock across a leader
-// change that the cluster survives if its TTL leaves time for the
-// election, and a waiter woken meanwhile is not held up by a request of
-// its own that hangs.
+// Within that bound, requests ask the member to fail at once if it has no
+// leader, and a request that reached a member just before its leader died,
+// which etcd leaves unanswered, is not waited for to the end: a renewal
+// (a Refresh, a keep-alive) sends the same request again each time half
+// of the time left passes, keeping the first answer, and an Acquire tries
+// again once half of the time left (at least a second) passed. The new
+// leader, elected within a few election timeouts, answers the repeat, so
+// a holder keeps its lock across a leader change that the cluster
+// survives if its TTL leaves time for the election, and a waiter woken
+// meanwhile is not held up by a request of its own that hangs.
 //
 // # Re-entrant locks
 //
