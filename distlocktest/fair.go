@@ -25,8 +25,8 @@ func testFairOrder(t testing.TB, h Harness) {
 	fair := distlock.WithFairness()
 	holder := mustLock(t, newClient(t, h, fair).Mutex(key))
 	const n = 5
-	order := lineUp(t, n, func(int) *distlock.Mutex {
-		return newClient(t, h, fair, distlock.WithTTL(10*time.Second)).Mutex(key)
+	order := lineUp(t, n, func(_ int, queued distlock.Option) *distlock.Mutex {
+		return newClient(t, h, fair, distlock.WithTTL(10*time.Second), queued).Mutex(key)
 	})
 	if err := holder.Unlock(timeout(t, 5*time.Second)); err != nil {
 		t.Fatalf("Unlock: %v", err)
@@ -53,14 +53,25 @@ type line struct {
 	errs  chan error
 }
 
-// lineUp starts n waiters, the i-th locking the mutex waiter(i) after the
-// one before it has queued; each holds the lock for a moment.
-func lineUp(t testing.TB, n int, waiter func(i int) *distlock.Mutex) *line {
+// lineUp starts n waiters, the i-th locking the mutex waiter(i, queued)
+// returns once the one before it is in line and watching; each holds the
+// lock for a moment. The mutex must be made with the option queued, which
+// observes the attempts.
+func lineUp(t testing.TB, n int, waiter func(i int, queued distlock.Option) *distlock.Mutex) *line {
 	ln := &line{t: t, order: make(chan int, n), errs: make(chan error, n)}
 	for i := range n {
-		m := waiter(i)
+		// In line after its first refused attempt, and watching after the
+		// second: a waiter tries again once its watch is in place.
+		inLine := make(chan struct{})
+		var refusals atomic.Int32
+		queued := distlock.WithObserver(distlock.ObserverFunc(func(_ context.Context, e distlock.Event) {
+			if e.Type == distlock.EventAttempt && e.Outcome == distlock.HeldByOther && refusals.Add(1) == 2 {
+				close(inLine)
+			}
+		}))
+		m := waiter(i, queued)
 		go func() {
-			l, err := m.Lock(timeout(t, 30*time.Second))
+			l, err := m.Lock(timeout(t, 60*time.Second))
 			if err != nil {
 				ln.errs <- err
 				return
@@ -71,7 +82,13 @@ func lineUp(t testing.TB, n int, waiter func(i int) *distlock.Mutex) *line {
 				ln.errs <- err
 			}
 		}()
-		time.Sleep(100 * time.Millisecond) // waiter i is in line, and watching, before i+1 starts
+		select {
+		case <-inLine:
+		case err := <-ln.errs:
+			t.Fatalf("fair waiter %d: %v", i, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("fair waiter %d made no second attempt in 30s: not in line", i)
+		}
 	}
 	return ln
 }
@@ -210,8 +227,8 @@ func testFairWakesOne(t testing.TB, h Harness) {
 	opts := []distlock.Option{distlock.WithFairness(), distlock.WithSafetyPoll(time.Minute), distlock.WithTTL(time.Minute)}
 	holder := mustLock(t, newClient(t, h, opts...).Mutex(key))
 	var wakes atomic.Int64
-	order := lineUp(t, n, func(int) *distlock.Mutex {
-		return distlock.New(&countWakes{Backend: h.NewBackend(t), wakes: &wakes}, opts...).Mutex(key)
+	order := lineUp(t, n, func(_ int, queued distlock.Option) *distlock.Mutex {
+		return distlock.New(&countWakes{Backend: h.NewBackend(t), wakes: &wakes}, append(opts, queued)...).Mutex(key)
 	})
 	if w := wakes.Load(); w > 0 {
 		t.Errorf("%d wake-ups before any release", w)
