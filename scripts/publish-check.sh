@@ -37,12 +37,21 @@ modcache="$(go env GOMODCACHE)"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/distlock-publish.XXXXXX")"
 
 forget() {
-  local p
+  local p list
   for p in "$root_path" "$root_path/etcdlock" "$root_path/otel" "$root_path/cmd/distlock"; do
     # Module cache files are read-only.
     chmod -R u+w "$modcache/$p@$version" 2>/dev/null || true
     rm -rf "$modcache/$p@$version" "$modcache/cache/download/$p/@v/$version".*
+    # The go command lists the versions it keeps; a list of ours alone goes.
+    list="$modcache/cache/download/$p/@v/list"
+    if [ -f "$list" ]; then
+      sed -i "/^$version\$/d" "$list"
+      [ -s "$list" ] || rm -f "$list"
+    fi
   done
+  # And the directories that held only them.
+  find "$modcache/${root_path%/*}" "$modcache/cache/download/${root_path%/*}" \
+    -depth -type d -empty -delete 2>/dev/null || true
 }
 cleanup() {
   forget

@@ -8,9 +8,11 @@
 // Each MODULE_DIR (relative to ROOT, "." for the root module) is packed at
 // version V with the files git would publish: tracked files and untracked
 // ones that are not ignored, as they are in the work tree, without the
-// directories of nested modules. A requirement of one of the packed modules
-// at a release version (vX.Y.Z other than v0.0.0) is rewritten to V, so
-// the packed modules require one another as the release will. Any other
+// directories of nested modules, and with the repository's LICENSE in a
+// nested module that has none, as the go command packs a module from its
+// repository. A requirement of one of the packed modules at a release
+// version (vX.Y.Z other than v0.0.0) is rewritten to V, so the packed
+// modules require one another as the release will. Any other
 // version of them is left alone: a build that needs it fails, as it would
 // for a user.
 //
@@ -208,6 +210,14 @@ func moduleFiles(repo, dir string, gomod []byte) ([]modzip.File, error) {
 			return nil, err
 		}
 		files = append(files, diskFile{name: p, full: full, info: info})
+	}
+	// A nested module without a LICENSE gets the repository's, as the go
+	// command packs a module from its repository.
+	if dir != "." && !seen["LICENSE"] {
+		full := filepath.Join(repo, "LICENSE")
+		if info, err := os.Lstat(full); err == nil && info.Mode().IsRegular() {
+			files = append(files, diskFile{name: "LICENSE", full: full, info: info})
+		}
 	}
 	return files, nil
 }
