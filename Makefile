@@ -8,7 +8,7 @@ STATICCHECK := $(shell command -v staticcheck 2>/dev/null || echo $(GOBIN)/stati
 # MODULES; the modules in BUILD_MODULES are linted and their tests built,
 # not run (bench's tests are its benchmarks). Add a new module to one list,
 # and to go.work unless it is STANDALONE.
-MODULES       := . cmd/distlock examples otel etcdlock
+MODULES       := . cmd/distlock examples otel etcdlock gocronlock
 BUILD_MODULES := bench etcdlock/internal/etcdserver/cmd scripts/publishcheck
 # Modules outside the workspace: they need nothing of this repository, and
 # their dependencies stay out of the workspace's build list. Their go

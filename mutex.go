@@ -82,8 +82,10 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	case err != nil:
 		m.abandon(ctx, req.Lease, true)
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
+	case g.Guarded:
+		return nil, cl.failed(ctx, m, guardError(m.key, g))
 	case !g.Acquired:
-		return nil, cl.failed(ctx, m, ErrNotObtained)
+		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
 	}
 	return m.newLock(ctx, req.Lease, start, g, false, &cl)
 }
@@ -163,6 +165,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		if w.lastErr != nil {
 			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
 		}
+		if g.Guarded {
+			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
+		}
 		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
 	}
 }
@@ -198,6 +203,8 @@ func (cl *call) attempt(ctx context.Context, m *Mutex, start time.Time, g driver
 		e.Outcome, e.Err = AttemptError, err
 	case g.Acquired:
 		e.Outcome = Granted
+	case g.Guarded:
+		e.Outcome = Guarded
 	default:
 		e.Outcome = HeldByOther
 	}
@@ -366,6 +373,12 @@ func (m *Mutex) unsupported(adjective string) error {
 	case driver.Permit:
 		what = "semaphore"
 	}
+	if adjective != "" && m.kind != driver.Exclusive {
+		// Whatever the backend offers, only a mutex can be fair or
+		// re-entrant: say so, not that the backend lacks it.
+		option := map[string]string{"fair": "WithFairness", "re-entrant": "an owner identity (WithOwner)"}[adjective]
+		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, m.key, option, adjective, errors.ErrUnsupported)
+	}
 	if adjective != "" {
 		what = adjective + " " + what
 	}
@@ -494,6 +507,12 @@ func (m *Mutex) refusal(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
 	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+}
+
+// guardError is the error of an attempt that the restart guard refused.
+func guardError(key string, g driver.Grant) error {
+	return fmt.Errorf("%w: %q is refused for up to %v more because the store may have lost data; if its servers lost nothing (new, or persisting every write), Client.DeclareFresh ends the wait",
+		ErrRestartGuard, key, g.RetryAfter.Round(time.Second))
 }
 
 // isNotHeld reports whether a backend says the owner no longer holds the key.

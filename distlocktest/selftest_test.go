@@ -702,7 +702,7 @@ func harnessOf(b *broken) Harness {
 		NewBackend: func(testing.TB) driver.Backend { return b },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
 		Stored:     func(_ testing.TB, prefix string) []string { return b.Backend.Stored(prefix) },
-		TTL:        100 * time.Millisecond,
+		TTL:        500 * time.Millisecond,
 	}
 }
 
