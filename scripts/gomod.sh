@@ -7,10 +7,10 @@
 #   e.g. scripts/gomod.sh etcdlock get go.etcd.io/etcd/client/v3@v3.7.4
 #
 # go mod tidy and go get resolve a module's requirements without go.work,
-# so before the release that cmd/distlock, etcdlock, otel, examples and
-# bench require is tagged, they cannot find it. This packs the published
-# modules of the work tree at that version (the one go.work replaces) into
-# a module proxy in a temporary directory, runs `go GO_ARGS` in MODULE_DIR
+# so before the release that the other modules require is tagged, they
+# cannot find it. This packs the published modules of the work tree
+# (scripts/published) at that version (the one go.work replaces) into a
+# module proxy in a temporary directory, runs `go GO_ARGS` in MODULE_DIR
 # with that proxy ahead of the usual ones (GOWORK=off, a temporary module
 # cache, so the untagged version never enters yours), then drops the lines
 # of this repository's modules from MODULE_DIR/go.sum: their sums come when
@@ -33,7 +33,8 @@ trap 'chmod -R u+w "$tmp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 (cd "$here/publishcheck" && GOWORK=off GOFLAGS=-mod=readonly go build -o "$tmp/pack" .)
 # Packing problems (replace directives) are the publish check's business.
-(cd "$repo" && "$tmp/pack" -version "$version" -out "$tmp/proxy" . etcdlock otel cmd/distlock >/dev/null) || true
+mapfile -t published < <(grep -v '^#' "$here/published")
+(cd "$repo" && "$tmp/pack" -version "$version" -out "$tmp/proxy" "${published[@]}" >/dev/null) || true
 
 cache="$(go env GOMODCACHE)/cache/download"
 upstream="$(go env GOPROXY)"

@@ -5,13 +5,13 @@
 #   scripts/publish-check.sh [REPO]
 #
 # scripts/publishcheck packs every published module of REPO (default: this
-# repository) at a test version into a module proxy in a temporary
-# directory, with the modules' requirements of one another at a release
-# version rewritten to the test version. Then, in empty modules outside the
+# repository; the list is scripts/published) at a test version into a
+# module proxy in a temporary directory, with the modules' requirements of
+# one another at a release version rewritten to the test version. Then, in empty modules outside the
 # repository, with that proxy and the local module cache as the only module
 # sources (GOWORK=off, so no go.work and no replace of this tree helps):
 #   - go get each module and build a program with it: the root with memlock
-#     (and run it), the root with redislock, etcdlock, otel;
+#     (and run it), the root with redislock, etcdlock, otel, gocronlock;
 #   - go install the CLI and run `distlock --version`.
 # Every step runs; the check fails if any failed, naming each one.
 #
@@ -26,10 +26,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${1:-$here/..}" && pwd)"
-# The published modules, root first; tags are <dir>/vX.Y.Z (vX.Y.Z for the
-# root). bench, examples and etcdlock/internal/etcdserver/cmd are not
-# published (see RELEASING.md).
-published=(. etcdlock otel cmd/distlock)
+mapfile -t published < <(grep -v '^#' "$here/published")
 root_path=github.com/distlock-go/distlock
 
 version=v0.0.0-publishcheck
@@ -37,8 +34,9 @@ modcache="$(go env GOMODCACHE)"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/distlock-publish.XXXXXX")"
 
 forget() {
-  local p list
-  for p in "$root_path" "$root_path/etcdlock" "$root_path/otel" "$root_path/cmd/distlock"; do
+  local d p list
+  for d in "${published[@]}"; do
+    p="$root_path"; [ "$d" = . ] || p="$root_path/$d"
     # Module cache files are read-only.
     chmod -R u+w "$modcache/$p@$version" 2>/dev/null || true
     rm -rf "$modcache/$p@$version" "$modcache/cache/download/$p/@v/$version".*
@@ -184,6 +182,26 @@ func main() {
 		panic(err)
 	}
 	_ = distlock.New(memlock.New(), distlock.WithObserver(obs))
+}
+GO
+
+user gocronlock "$root_path/gocronlock" <<'GO' || true
+package main
+
+import (
+	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/gocronlock"
+	"github.com/distlock-go/distlock/memlock"
+	"github.com/go-co-op/gocron/v2"
+)
+
+func main() {
+	locker := gocronlock.NewLocker(distlock.New(memlock.New()))
+	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
+	if err != nil {
+		panic(err)
+	}
+	_ = s.Shutdown()
 }
 GO
 
