@@ -18,8 +18,11 @@
 # The modules it packs are extracted into the module cache ($(go env
 # GOMODCACHE)) under the test version and removed before and after the
 # run; third-party modules come from the cache as they are. The version is
-# the same on every run so that the build cache serves the packages that
-# did not change; runs take turns on a lock file in the module cache. A
+# named after the content it packs: the go command takes what the module
+# cache holds at a version to be immutable (it indexes it once), and the
+# same content gets the same version, so the build cache serves the
+# packages that did not change. Runs take turns on a lock file in the
+# module cache. A
 # module the cache lacks fails the check: run `go mod download` in the
 # modules (or any build of them) once with the network to fill it.
 set -euo pipefail
@@ -29,7 +32,13 @@ repo="$(cd "${1:-$here/..}" && pwd)"
 mapfile -t published < <(grep -v '^#' "$here/published")
 root_path=github.com/distlock-go/distlock
 
-version=v0.0.0-publishcheck
+prefix=v0.0.0-publishcheck
+# The sources packed (and the packer's): the files git would publish.
+sum="$(for d in "$repo" "$here/publishcheck"; do
+  (cd "$d" && git ls-files -z --cached --others --exclude-standard |
+    xargs -0 sha256sum 2>/dev/null)
+done | sha256sum)"
+version="$prefix.h${sum:0:16}"
 modcache="$(go env GOMODCACHE)"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/distlock-publish.XXXXXX")"
 
@@ -38,12 +47,12 @@ forget() {
   for d in "${published[@]}"; do
     p="$root_path"; [ "$d" = . ] || p="$root_path/$d"
     # Module cache files are read-only.
-    chmod -R u+w "$modcache/$p@$version" 2>/dev/null || true
-    rm -rf "$modcache/$p@$version" "$modcache/cache/download/$p/@v/$version".*
+    chmod -R u+w "$modcache/$p@$prefix".* 2>/dev/null || true
+    rm -rf "$modcache/$p@$prefix".* "$modcache/cache/download/$p/@v/$prefix".*
     # The go command lists the versions it keeps; a list of ours alone goes.
     list="$modcache/cache/download/$p/@v/list"
     if [ -f "$list" ]; then
-      sed -i "/^$version\$/d" "$list"
+      sed -i "/^$prefix\./d" "$list"
       [ -s "$list" ] || rm -f "$list"
     fi
   done
