@@ -6,11 +6,23 @@ STATICCHECK := $(shell command -v staticcheck 2>/dev/null || echo $(GOBIN)/stati
 
 # The repository's Go modules. make test runs the tests of every module in
 # MODULES; the modules in BUILD_MODULES are linted and their tests built,
-# not run (bench's tests are its benchmarks). Add a new module to one list.
+# not run (bench's tests are its benchmarks). Add a new module to one list,
+# and to go.work unless it is STANDALONE.
 MODULES       := . cmd/distlock examples otel etcdlock gocronlock
-BUILD_MODULES := bench etcdlock/internal/etcdserver/cmd
+BUILD_MODULES := bench etcdlock/internal/etcdserver/cmd scripts/publishcheck
+# Modules outside the workspace: they need nothing of this repository, and
+# their dependencies stay out of the workspace's build list. Their go
+# commands run with GOWORK=off.
+STANDALONE    := etcdlock/internal/etcdserver/cmd scripts/publishcheck
 
-.PHONY: all deps deps-demo deps-bench test test-scripts lint demo bench fuzz torture
+# Every other module builds in the workspace of go.work, whatever GOWORK
+# says in the caller's environment: the modules require one another at
+# release versions that go.work serves from this tree (see RELEASING.md).
+export GOWORK := $(CURDIR)/go.work
+# gowork sets GOWORK for the module in $$m.
+gowork = case " $(STANDALONE) " in *" $$m "*) export GOWORK=off;; esac
+
+.PHONY: all deps deps-demo deps-bench test test-scripts test-publish lint demo bench fuzz torture
 
 all: test
 
@@ -34,14 +46,14 @@ NORACE := .*/zklock
 
 # The full suite, against real servers the tests start themselves. A missing
 # server fails the run (DISTLOCK_REQUIRE_SERVERS=1) instead of skipping.
-test: deps lint test-scripts
+test: deps lint test-scripts test-publish
 	@set -e; for m in $(BUILD_MODULES); do \
 	  echo "== $$m: building the tests"; \
-	  out=$$(cd $$m && $(GO) test -count=1 -run '^$$' ./... 2>&1) || { echo "$$out"; exit 1; }; \
+	  out=$$($(gowork); cd $$m && $(GO) test -count=1 -run '^$$' ./... 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 	@set -e; for m in $(MODULES); do \
 	  echo "== $$m: go test"; \
-	  (cd $$m && pkgs=$$($(GO) list ./...) && \
+	  ($(gowork); cd $$m && pkgs=$$($(GO) list ./...) && \
 	    race=$$(grep -vxE '$(NORACE)' <<<"$$pkgs" || true) && \
 	    norace=$$(grep -xE '$(NORACE)' <<<"$$pkgs" || true) && \
 	    DISTLOCK_REQUIRE_SERVERS=1 $(GO) test -race -count=1 -timeout 30m $$race && \
@@ -52,12 +64,17 @@ test: deps lint test-scripts
 test-scripts:
 	scripts/install-deps_test.sh
 
+# The published modules install from a module proxy, as a user gets them
+# after a release, without the network (see scripts/publish-check.sh).
+test-publish:
+	scripts/publish-check.sh
+
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	@set -e; for m in $(MODULES) $(BUILD_MODULES); do \
 	  echo "== $$m: go vet, staticcheck"; \
-	  (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...); \
+	  ($(gowork); cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...); \
 	done
 
 demo: deps-demo

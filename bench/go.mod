@@ -2,11 +2,9 @@ module github.com/distlock-go/distlock/bench
 
 go 1.26.0
 
-replace github.com/distlock-go/distlock => ../
-
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/distlock-go/distlock v0.0.0-00010101000000-000000000000
+	github.com/distlock-go/distlock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/go-zookeeper/zk v1.0.4

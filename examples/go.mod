@@ -2,13 +2,9 @@ module github.com/distlock-go/distlock/examples
 
 go 1.26.0
 
-replace github.com/distlock-go/distlock => ../
-
-replace github.com/distlock-go/distlock/etcdlock => ../etcdlock
-
 require (
-	github.com/distlock-go/distlock v0.0.0
-	github.com/distlock-go/distlock/etcdlock v0.0.0-00010101000000-000000000000
+	github.com/distlock-go/distlock v0.1.0
+	github.com/distlock-go/distlock/etcdlock v0.1.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -47,7 +43,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/distlock-go/distlock/otel v0.0.0
+	github.com/distlock-go/distlock/otel v0.1.0
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
@@ -59,5 +55,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/distlock-go/distlock/otel => ../otel

@@ -2,10 +2,8 @@ module github.com/distlock-go/distlock/gocronlock
 
 go 1.26.0
 
-replace github.com/distlock-go/distlock => ../
-
 require (
-	github.com/distlock-go/distlock v0.0.0
+	github.com/distlock-go/distlock v0.1.0
 	github.com/go-co-op/gocron/v2 v2.21.2
 )
 

@@ -3,7 +3,7 @@ module github.com/distlock-go/distlock/otel
 go 1.26.0
 
 require (
-	github.com/distlock-go/distlock v0.0.0
+	github.com/distlock-go/distlock v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
@@ -22,5 +22,3 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-replace github.com/distlock-go/distlock => ../

@@ -17,6 +17,10 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
+# bench and etcdlock build in the workspace (go.work), whatever GOWORK says
+# in the environment: they require the release versions it serves from here.
+export GOWORK="$root/go.work"
+
 cd "$root/bench"
 # Raw figures of every repetition go to bench/results/ (not committed).
 go run ./cmd/lockbench -out ../BENCHMARKS.md -json results/latest.json "$@"

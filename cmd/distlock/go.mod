@@ -2,13 +2,9 @@ module github.com/distlock-go/distlock/cmd/distlock
 
 go 1.26.0
 
-replace github.com/distlock-go/distlock => ../..
-
-replace github.com/distlock-go/distlock/etcdlock => ../../etcdlock
-
 require (
-	github.com/distlock-go/distlock v0.0.0
-	github.com/distlock-go/distlock/etcdlock v0.0.0
+	github.com/distlock-go/distlock v0.1.0
+	github.com/distlock-go/distlock/etcdlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
