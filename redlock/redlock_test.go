@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,8 +83,42 @@ func harness(addrs []string, ttl time.Duration) distlocktest.Harness {
 				redistest.Expire(t, redlock.DefaultPrefix, key, rdb)
 			}
 		},
+		Stored: func(t testing.TB, prefix string) []string {
+			return stored(t, newClients(t, addrs), prefix)
+		},
 		TTL: ttl,
 	}
+}
+
+// stored lists the Redis keys, on any of the nodes of clients, of the lock
+// keys whose names begin with prefix: the union of a SCAN of every node.
+func stored(t testing.TB, clients []redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for _, rdb := range clients {
+		iter := rdb.Scan(ctx, 0, redlock.DefaultPrefix+"{*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			// "{name}suffix", or "{#hash}name suffix" for a name with braces.
+			rest := strings.TrimPrefix(k, redlock.DefaultPrefix+"{")
+			if strings.HasPrefix(rest, "#") {
+				rest = rest[strings.Index(rest, "}")+1:]
+			}
+			if strings.HasPrefix(rest, prefix) {
+				seen[k] = true
+			}
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatalf("SCAN: %v", err)
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func TestConformance(t *testing.T) {
@@ -319,5 +354,35 @@ func TestRefreshNeedsQuorum(t *testing.T) {
 	}
 	if err := b.Release(ctx, driver.Lease{Key: "three-lost", Owner: "o"}); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("Release with 2 of 5 nodes holding: %v; want driver.ErrNotHeld", err)
+	}
+}
+
+// TestStored: the harness's Stored sees the keys of the names under a
+// prefix, braces included, on any node, and no others.
+func TestStored(t *testing.T) {
+	srvs := startNodes(t, 3)
+	cs := newClients(t, addrsOf(srvs))
+	ctx := context.Background()
+	c := distlock.New(newBackend(t, addrsOf(srvs)))
+	for _, key := range []string{"p:a", "p:{b}", "q:c"} {
+		l, err := c.Mutex(key).TryLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+	}
+	if _, err := srvs[1].Do(t, "DEL", lockKey("p:a")); err != nil { // held on the others
+		t.Fatal(err)
+	}
+	got := stored(t, cs, "p:")
+	for _, want := range []string{lockKey("p:a"), lockKey("p:{b}")} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Stored(p:) = %q; want it to include %q", got, want)
+		}
+	}
+	for _, k := range got {
+		if strings.Contains(k, "q:c") {
+			t.Errorf("Stored(p:) = %q; includes a key of q:c", got)
+		}
 	}
 }
