@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -138,9 +139,13 @@ func TestThreeOfFiveKilled(t *testing.T) {
 				t.Errorf("%s: node %d named %q, want %q", what, i, n.Addr, addrs[i])
 			}
 			// A node whose reply came after the outcome was decided is
-			// skipped, dead or alive; otherwise dead means failed.
+			// skipped, dead or alive; otherwise dead means failed. A live
+			// node whose request the call's deadline cut short, on a busy
+			// machine, is slow, not dead.
+			slow := errors.Is(n.Err, os.ErrDeadlineExceeded) || errors.Is(n.Err, context.DeadlineExceeded)
 			switch {
 			case n.Outcome == redlock.Skipped:
+			case !isDead && slow:
 			case isDead != (n.Outcome == redlock.Failed):
 				t.Errorf("%s: node %d (dead: %v) outcome %v (%v)", what, i, isDead, n.Outcome, n.Err)
 			case isDead:
