@@ -54,8 +54,9 @@ func TestOneOfFiveRestartedEmpty(t *testing.T) {
 				c.Restore()
 			}
 			// Short leases for the second client: an attempt decided by quick
-			// refusals can leave a late grant behind until its TTL ends.
-			second := distlock.New(newBackend(t, addrs, opts...), distlock.WithTTL(300*time.Millisecond)).Mutex(key)
+			// refusals can leave a late grant behind until its TTL ends. (Not
+			// too short: its node timeout is a quarter of it.)
+			second := distlock.New(newBackend(t, addrs, opts...), distlock.WithTTL(time.Second)).Mutex(key)
 			if !guard {
 				l, err := second.TryLock(context.Background())
 				if err != nil {

@@ -20,8 +20,8 @@
 // # The algorithm
 //
 // Acquire sends the acquire script to every master at once, each with a
-// per-node timeout (see [DefaultNodeTimeout]: a tenth of the TTL, at least
-// 100ms where the TTL allows and at most 1s, sized for loaded machines).
+// per-node timeout (see [DefaultNodeTimeout]: a quarter of the TTL, at most
+// 1s, sized for loaded machines).
 // It succeeds if a quorum, N/2+1, granted the lock and the lease is still
 // valid:
 //

@@ -111,7 +111,9 @@ func TestThreeOfFiveKilled(t *testing.T) {
 	// The nodes come back empty: the restart guard holds new grants back
 	// until they have run for the maximum lease length.
 	b := newBackend(t, addrs, redlock.WithMaxTTL(time.Second))
-	c := distlock.New(b, distlock.WithTTL(time.Second))
+	// A release repeats until its outcome is known, at most as long as the
+	// call's deadline or this.
+	c := distlock.New(b, distlock.WithTTL(time.Second), distlock.WithReleaseTimeout(200*time.Millisecond))
 	m := c.Mutex(t.Name())
 	held, err := m.TryLock(context.Background())
 	if err != nil {
@@ -170,6 +172,8 @@ func TestThreeOfFiveKilled(t *testing.T) {
 		}
 		return err
 	}
+	// First, while the held lease is valid: the calls below may outlast it.
+	checkErr("Refresh", bounded("Refresh", func(ctx context.Context) error { return held.Refresh(ctx, time.Second) }))
 	err = bounded("TryLock", func(ctx context.Context) error { _, err := m.TryLock(ctx); return err })
 	checkErr("TryLock", err)
 	if errors.Is(err, distlock.ErrNotObtained) {
@@ -181,7 +185,6 @@ func TestThreeOfFiveKilled(t *testing.T) {
 		t.Errorf("Lock: %v; want ErrNotObtained and DeadlineExceeded", err)
 	}
 	t.Logf("Lock's error: %v", err)
-	checkErr("Refresh", bounded("Refresh", func(ctx context.Context) error { return held.Refresh(ctx, time.Second) }))
 	_, err = b.Inspect(context.Background(), t.Name())
 	if err == nil {
 		t.Errorf("Inspect with 3 of 5 down: no error")
@@ -381,8 +384,10 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		m1 := distlock.New(newBackend(t, addrs, guard...), distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).Mutex(key)
 		// The second client's leases are short: an attempt decided by A's
 		// and B's quick refusals can leave a late grant on C (its release
-		// overtaken by the acquisition), which lasts until its TTL ends.
-		second = distlock.New(newBackend(t, addrs, guard...), distlock.WithTTL(300*time.Millisecond)).Mutex(key)
+		// overtaken by the acquisition), which lasts until its TTL ends; so
+		// it waits (Lock) where it must win. (Not too short: its node
+		// timeout is a quarter of it.)
+		second = distlock.New(newBackend(t, addrs, guard...), distlock.WithTTL(time.Second)).Mutex(key)
 		for range 2 { // counters in sync on all three
 			l, err := m1.TryLock(context.Background())
 			if err != nil {
@@ -470,7 +475,9 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		}
 		time.Sleep(time.Until(downSince.Add(ttl + 100*time.Millisecond)))
 		b.Restart(t)
-		l, err := second.TryLock(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := second.Lock(ctx)
 		if err != nil {
 			t.Fatalf("second client after the first lease expired: %v", err)
 		}
@@ -499,7 +506,9 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		if err := first.Unlock(context.Background()); err != nil {
 			t.Fatalf("first Unlock: %v", err)
 		}
-		l, err := second.TryLock(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := second.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

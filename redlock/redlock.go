@@ -25,30 +25,27 @@ const DefaultPrefix = "distlock:"
 // MaxNodes is the largest number of masters a Backend accepts.
 const MaxNodes = 64
 
-// Bounds of [DefaultNodeTimeout].
-const (
-	MinDefaultNodeTimeout = 100 * time.Millisecond
-	MaxDefaultNodeTimeout = time.Second
-)
+// MaxDefaultNodeTimeout bounds [DefaultNodeTimeout].
+const MaxDefaultNodeTimeout = time.Second
 
 // DefaultNodeTimeout returns the per-node timeout of an acquisition or a
 // renewal of a lease of length ttl unless [WithNodeTimeout] is given: a
-// tenth of ttl, at least [MinDefaultNodeTimeout] but never more than a
-// quarter of ttl, and at most [MaxDefaultNodeTimeout].
+// quarter of ttl, at most [MaxDefaultNodeTimeout].
 //
 // The timeout is how long an operation waits for a node that does not
 // answer. A healthy master answers in well under a millisecond on a LAN,
 // but a loaded machine (busy CPUs on the client or the master, a fork for
-// a snapshot, an fsync) delays a reply by tens of milliseconds, so a node
-// is given far longer than its usual round trip before it counts as
-// failed. The time an acquisition takes comes off the lease: it waits at
-// most one timeout for the vote and one for the fencing write-back, so at
-// least half of the TTL is left, less the drift allowance. Operations stop
-// waiting sooner whenever the remaining nodes can no longer change the
-// outcome, so a dead node costs nothing and a paused one costs one
-// timeout where its answer matters.
+// a snapshot, an fsync) delays a reply by tens or hundreds of
+// milliseconds, so a node is given far longer than its usual round trip
+// before it counts as failed. The time an acquisition takes comes off the
+// lease: it waits at most one timeout for the vote and one for the fencing
+// write-back, so about half of the TTL is left at worst, less the drift
+// allowance; a renewal, sent a third of the way into the lease, has time
+// for two. Operations stop waiting sooner whenever the remaining nodes can
+// no longer change the outcome, so a dead node costs nothing and a paused
+// one costs one timeout where its answer matters.
 func DefaultNodeTimeout(ttl time.Duration) time.Duration {
-	return min(max(ttl/10, min(ttl/4, MinDefaultNodeTimeout)), MaxDefaultNodeTimeout)
+	return min(ttl/4, MaxDefaultNodeTimeout)
 }
 
 // untimedWait bounds how long a call whose context has no deadline waits

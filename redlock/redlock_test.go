@@ -124,7 +124,7 @@ func stored(t testing.TB, clients []redis.UniversalClient, prefix string) []stri
 
 // conformanceTTL is the suite's short lease: long enough for the watchdog
 // to renew it through a quorum on a loaded machine (its node timeout is
-// DefaultNodeTimeout's 100ms).
+// DefaultNodeTimeout's 250ms).
 const conformanceTTL = time.Second
 
 func TestConformance(t *testing.T) {
