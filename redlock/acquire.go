@@ -65,7 +65,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			// missed, and it holds (or may hold) what they miss. Its
 			// minority frees nothing anyone waits for, so it goes back
 			// quietly; the next round comes after a random pause, so that
-			// the losers of the vote do not collide again.
+			// the losers of the vote do not collide again. (Blocked: the
+			// pending releases settle meanwhile.)
 			b.abandon(ctx, k, req, v, redisnode.WakeNone)
 			probed |= v.probed
 			attempt := b.now().Sub(start)
@@ -378,9 +379,10 @@ func fenceToken(rs []reply) (token uint64, agreed bool) {
 // next round, having taken attempt to find out, after round rounds (from
 // 1): half an attempt plus a random time within a window of two attempts
 // that doubles with every round up to 32 attempts (randomised exponential
-// back-off), at least 100µs. Spread over several attempts' length, the losers' next
-// rounds seldom overlap, so the first of them usually takes every node and
-// the others find it held; the window grows for as long as they collide.
+// back-off), at least 100µs. Spread over several attempts' length, the
+// losers' next rounds seldom overlap, so the first of them usually takes
+// every node and the others find it held; the window grows for as long as
+// they collide.
 func splitPause(attempt time.Duration, round int) time.Duration {
 	attempt = max(attempt, 100*time.Microsecond)
 	window := 2 * attempt << min(max(round-1, 0), 4)
