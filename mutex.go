@@ -82,6 +82,8 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	case err != nil:
 		m.abandon(ctx, req.Lease, true)
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
+	case g.Guarded:
+		return nil, cl.failed(ctx, m, guardError(m.key, g))
 	case !g.Acquired:
 		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
 	}
@@ -163,6 +165,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		if w.lastErr != nil {
 			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
 		}
+		if g.Guarded {
+			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
+		}
 		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
 	}
 }
@@ -198,6 +203,8 @@ func (cl *call) attempt(ctx context.Context, m *Mutex, start time.Time, g driver
 		e.Outcome, e.Err = AttemptError, err
 	case g.Acquired:
 		e.Outcome = Granted
+	case g.Guarded:
+		e.Outcome = Guarded
 	default:
 		e.Outcome = HeldByOther
 	}
@@ -500,6 +507,12 @@ func (m *Mutex) refusal(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
 	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+}
+
+// guardError is the error of an attempt that the restart guard refused.
+func guardError(key string, g driver.Grant) error {
+	return fmt.Errorf("%w: %q is refused for up to %v more because the store may have lost data; if its servers lost nothing (new, or persisting every write), Client.DeclareFresh ends the wait",
+		ErrRestartGuard, key, g.RetryAfter.Round(time.Second))
 }
 
 // isNotHeld reports whether a backend says the owner no longer holds the key.
