@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,9 @@ import (
 //     drawn from a window twice as wide as the last (see splitPause);
 //   - a vote refused by a quorum held by one other owner, or split in
 //     every round, reports the lock not obtained (nil error);
+//   - a vote that the restart guard decided (it holds new grants back on
+//     too many nodes for a quorum) reports it Guarded, with RetryAfter
+//     the time until enough of them grant;
 //   - a quorum of nodes that refuse the request for the key's kind gives a
 //     [*driver.KindError];
 //   - too many failed nodes for a quorum, whatever the others say, give a
@@ -57,7 +61,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		if gated {
 			return driver.Grant{RetryAfter: gateWait}, nil
 		}
-		switch d := b.judge(ctx, req, k, v); d {
+		switch d, guardWait := b.judge(ctx, req, k, v); d {
 		case won:
 			return b.confirm(ctx, req, k, v, start, validFor)
 		case split, blocked:
@@ -80,6 +84,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		case refused:
 			b.abandon(ctx, k, req, v, redisnode.WakeToken)
 			return driver.Grant{RetryAfter: minHolderTTL(v.rs)}, nil
+		case guardHeld:
+			b.abandon(ctx, k, req, v, redisnode.WakeToken)
+			return driver.Grant{RetryAfter: guardWait, Guarded: true}, nil
 		case wrongKind:
 			b.abandon(ctx, k, req, v, redisnode.WakeToken)
 			return driver.Grant{}, v.kindError(req)
@@ -115,6 +122,7 @@ const (
 	refused                  // another owner holds a quorum, or there is no time left to find out
 	split                    // nobody can be shown to hold a quorum: worth another round
 	blocked                  // too few nodes were free of this owner's pending releases to ask
+	guardHeld                // the restart guard holds back too many nodes for a quorum
 	wrongKind                // a quorum refused the request for the key's kind
 	failed                   // too many nodes failed for a quorum, whatever the others said
 )
@@ -217,60 +225,80 @@ func (b *Backend) cast(ctx context.Context, req driver.Request, k redisnode.Keys
 	return v, 0, false
 }
 
-// judge decides what ballot v of req means. Refusals decide only when the
-// failed nodes alone would have left a quorum possible; then the lock is
-// refused if one other owner holds a quorum of the nodes (asked of the
-// refusing nodes when they are a quorum), and the vote is split otherwise.
-func (b *Backend) judge(ctx context.Context, req driver.Request, k redisnode.Keys, v *ballot) verdict {
+// judge decides what ballot v of req means, and for a vote the restart
+// guard holds back, how long until it lets enough nodes grant. Refusals
+// decide only when the failed nodes alone would have left a quorum
+// possible; then, when the refusing nodes are too many for a quorum
+// without them, they are asked who holds the lock (see survey): the lock
+// is refused if one other owner holds a quorum of the nodes, guarded if
+// the restart guard holds back too many nodes for any quorum, and the
+// vote is split otherwise.
+func (b *Backend) judge(ctx context.Context, req driver.Request, k redisnode.Keys, v *ballot) (verdict, time.Duration) {
 	tolerated := len(b.nodes) - b.quorum
 	switch {
 	case v.granted >= b.quorum:
-		return won
+		return won, 0
 	case v.asked == 0:
-		return blocked
+		return blocked, 0
 	case v.refused == 0 || v.failed > tolerated:
-		return failed
+		return failed, 0
 	case v.wrongKind >= b.quorum:
-		return wrongKind
+		return wrongKind, 0
 	case ctx.Err() != nil:
-		return refused
-	case v.refused >= b.quorum && b.heldByOne(ctx, req, k, v):
-		return refused
+		return refused, 0
+	case v.refused <= tolerated:
+		return split, 0
 	}
-	return split
+	most, guarded := b.survey(ctx, req, k, v)
+	switch {
+	case most >= b.quorum:
+		return refused, 0
+	case len(guarded) > tolerated:
+		// The guards must lift on all but tolerated of them.
+		slices.Sort(guarded)
+		return guardHeld, guarded[len(guarded)-tolerated-1]
+	}
+	return split, 0
 }
 
-// heldByOne reports whether one owner holds the lock on a quorum of the
-// nodes that refused v. It asks them who holds it, within one node
-// timeout; a node that does not say counts for nobody.
-func (b *Backend) heldByOne(ctx context.Context, req driver.Request, k redisnode.Keys, v *ballot) bool {
+// survey asks the nodes that refused v, within one node timeout, who holds
+// the lock, and those that hold it for nobody how long their restart guard
+// holds new grants back. It returns how many of them the most frequent
+// other owner holds, and the guards' waits. A node that does not say
+// counts for nobody.
+func (b *Backend) survey(ctx context.Context, req driver.Request, k redisnode.Keys, v *ballot) (most int, guarded []time.Duration) {
 	var refusing uint64
 	for _, r := range v.rs {
 		if !r.ok && r.err == nil && r.kind == nil {
 			refusing |= 1 << r.node
 		}
 	}
-	if count(refusing) < b.quorum {
-		return false
-	}
+	maxTTL := b.guard().MaxTTL
 	owners := make([]string, len(b.nodes))
+	waits := make([]time.Duration, len(b.nodes))
 	fo := b.fan(ctx, b.timeout(req.TTL), refusing, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+		// Written before the reply is handed over, read only after.
 		st, err := redisnode.Inspect(ctx, rdb, k)
 		if err == nil && st.Held {
-			owners[i] = st.Owner // read only after the reply is received
+			owners[i] = st.Owner
+		} else if err == nil {
+			waits[i], err = redisnode.GuardWait(ctx, rdb, k, maxTTL)
 		}
-		return reply{node: i, ok: err == nil && st.Held, err: err}
+		return reply{node: i, ok: err == nil, err: err}
 	})
 	held := map[string]int{}
-	most := 0
 	fo.collect(refusing, func(r reply) bool {
-		if o := owners[r.node]; r.ok && o != req.Owner {
+		switch o := owners[r.node]; {
+		case !r.ok:
+		case o != "" && o != req.Owner:
 			held[o]++
 			most = max(most, held[o])
+		case waits[r.node] > 0:
+			guarded = append(guarded, waits[r.node])
 		}
 		return most < b.quorum
 	})
-	return most >= b.quorum
+	return most, guarded
 }
 
 // kindError is the error of a ballot refused by a quorum for the key's

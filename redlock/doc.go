@@ -40,8 +40,13 @@
 //
 //   - if one other owner holds the lock on a quorum of the nodes, it
 //     reports the lock not obtained: it is held elsewhere, and distlock
-//     waits for its release. (When the refusing nodes are a quorum, they are
-//     asked who holds the lock: one more round trip, on this path only.)
+//     waits for its release. (When the refusing nodes are too many for a
+//     quorum without them, they are asked who holds the lock: one more
+//     round trip, on this path only.)
+//   - if the restart guard (see below) holds new grants back on too many
+//     nodes for any quorum, it reports the lock not obtained and Guarded:
+//     distlock says so (distlock.ErrRestartGuard), and how long until
+//     enough of them grant;
 //   - if nodes refused but nobody can be shown to hold a quorum — a split
 //     vote between contenders that each won a minority — it tries again
 //     within the same call, as described below;

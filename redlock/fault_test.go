@@ -314,7 +314,7 @@ func TestRetryAvoidsPendingRequests(t *testing.T) {
 		}
 	}
 	srvs[2].Pause(t)
-	b := newBackend(t, addrs, redlock.WithNodeTimeout(time.Second))
+	b := newBackend(t, addrs, redlock.WithNodeTimeout(3*time.Second))
 	req := driver.Request{Lease: driver.Lease{Key: key, Owner: "waiter"}, TTL: time.Minute}
 	g, err := b.Acquire(ctx, req)
 	if err != nil || g.Acquired {
@@ -329,7 +329,7 @@ func TestRetryAvoidsPendingRequests(t *testing.T) {
 	}
 	// The second attempt cannot count the paused node: it would wait a node
 	// timeout for it otherwise.
-	within(t, 500*time.Millisecond, "retry with a paused node", func() {
+	within(t, 1500*time.Millisecond, "retry with a paused node (node timeout 3s)", func() {
 		g, err = b.Acquire(ctx, req)
 	})
 	if err != nil || !g.Acquired {
