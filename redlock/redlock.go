@@ -95,7 +95,10 @@ type node struct {
 	tasks   chan task             // idle workers receive here (see dispatch)
 }
 
-var _ driver.Backend = (*Backend)(nil)
+var (
+	_ driver.Backend       = (*Backend)(nil)
+	_ driver.FreshDeclarer = (*Backend)(nil)
+)
 
 // An Option configures a [Backend].
 type Option func(*Backend)
