@@ -64,12 +64,13 @@
 // back.
 //
 // Release deletes the lock on every master and waits for each as long as
-// its context allows: it spends no lease, and a master that stalls for a
-// moment must not keep the key until its TTL ends. It succeeds once a
-// quorum released the lock and no master is in doubt (each released it,
-// did not hold it, or failed with an error of its own, as a dead master
-// does); a master still silent when the context ends makes it a
-// [*QuorumError], and a repeated Release settles it. A node asked again
+// its context allows, up to a second per call: it spends no lease, and a
+// master that stalls for a moment must not keep the key until its TTL
+// ends. It succeeds once a quorum released the lock and no master is in
+// doubt (each released it, did not hold it, or failed with an error of its
+// own, as a dead master does); a master still silent when the wait ends
+// makes it a [*QuorumError], and a repeated Release (distlock repeats it
+// within its release timeout) settles it. A node asked again
 // because its reply was lost (go-redis' retries, the backend's one resend
 // when the connection broke, or a repeated Release) reports the release it
 // made, from a receipt the first request left, so a lost reply does not

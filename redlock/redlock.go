@@ -49,7 +49,7 @@ func DefaultNodeTimeout(ttl time.Duration) time.Duration {
 }
 
 // untimedWait bounds how long a call whose context has no deadline waits
-// for a node, where the wait does not come off a lease (Release, Break,
+// for a node, where the wait does not come off a lease (Break,
 // DeclareFresh): the context is the caller's bound, this one stops a call
 // given none from hanging on a stalled node.
 const untimedWait = 5 * time.Second
@@ -111,8 +111,9 @@ func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 // for Inspect, [MaxDefaultNodeTimeout]). Raise it when the masters are
 // further apart than a few milliseconds; keep it small against the TTL,
 // since the time an acquisition takes comes off the lease. A release,
-// which spends no lease, waits for every node as long as its context
-// allows. A timeout that is not positive makes every call fail.
+// which spends no lease, waits for every node longer (see
+// [Backend.Release]). A timeout that is not positive makes every call
+// fail.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(b *Backend) {
 		if d <= 0 {
@@ -288,6 +289,14 @@ func (b *Backend) answerTimeout() time.Duration {
 		return b.nodeTimeout
 	}
 	return answerTimeout
+}
+
+// releaseWait returns how long one Release waits for each node, unless its
+// context ends first: as long as an acquisition of the longest lease would
+// wait, and at least the node timeout set. The caller repeats a Release
+// whose outcome is in doubt to wait longer.
+func (b *Backend) releaseWait() time.Duration {
+	return max(b.nodeTimeout, MaxDefaultNodeTimeout)
 }
 
 // untimed returns the per-node timeout, for fan, of an operation that

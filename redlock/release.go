@@ -14,9 +14,10 @@ import (
 
 // Release implements driver.Backend: compare-and-delete, and the wake-up of
 // waiters, on every master at once. It waits for every node as long as ctx
-// allows (at most 5s each when ctx has no deadline): a release spends no
-// lease, and a node that stalls for a moment must not be left holding the
-// key, shutting others out of it, until its TTL ends.
+// allows, up to [MaxDefaultNodeTimeout] (or the node timeout set, if
+// longer): a release spends no lease, and a node that stalls for a moment
+// must not be left holding the key, shutting others out of it, until its
+// TTL ends.
 //
 // It returns nil once a quorum released the lock and no node's outcome is
 // in doubt: each other node released it, did not hold it, or failed with
@@ -26,15 +27,16 @@ import (
 // held it. Otherwise, and while any node is in doubt (it had not answered
 // when ctx ended, or its request timed out: it may yet apply the release,
 // or keep the lock), it returns a [*QuorumError] naming the nodes. Calling
-// Release again settles them: a release repeated after a lost reply finds
-// the receipt of the first on the node and reports it again.
+// Release again, as package distlock does within its release timeout,
+// waits for them longer and settles them: a release repeated after a lost
+// reply finds the receipt of the first on the node and reports it again.
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
 	key, owner := l.Key, l.Owner
 	k := b.keys.Get(key)
-	fo := b.fan(ctx, untimed(ctx), b.all, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.releaseWait(), b.all, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		ok, err := redisnode.ReleaseWaking(ctx, rdb, k, owner, redisnode.WakeToken)
 		return reply{node: i, ok: ok, err: err}
 	})
