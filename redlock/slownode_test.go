@@ -371,3 +371,34 @@ func TestKindRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestMutexBesideSemaphore: a key held on a quorum of the masters as a
+// semaphore (by a client of package redislock on each, say) is refused to a
+// mutex with a *driver.KindError naming both kinds, and TryLock fails at
+// once with distlock.ErrKindMismatch.
+func TestMutexBesideSemaphore(t *testing.T) {
+	addrs := addrsOf(startNodes(t, 5))
+	cs := newClients(t, addrs)
+	ctx := context.Background()
+	key := t.Name()
+	k := redisnode.KeysFor(redlock.DefaultPrefix, key)
+	for _, i := range []int{0, 2, 3} {
+		if token, _, err := redisnode.AcquirePermit(ctx, cs[i], k, "permit-holder", time.Minute, 3); err != nil || token == 0 {
+			t.Fatalf("node %d: permit: token %d, %v", i, token, err)
+		}
+	}
+	b := newBackend(t, addrs)
+	g, err := b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "o"}, TTL: time.Minute})
+	var ke *driver.KindError
+	if g.Acquired || !errors.As(err, &ke) {
+		t.Fatalf("Acquire of a mutex held on 3 of 5 as a semaphore: %+v, %v; want a *driver.KindError", g, err)
+	}
+	if ke.Key != key || ke.Held != driver.Permit || ke.HeldLimit != 3 || ke.Asked != driver.Exclusive {
+		t.Errorf("KindError = %+v; want key %q, held as a semaphore of 3, asked for a mutex", ke, key)
+	}
+	_, err = distlock.New(b).Mutex(key).TryLock(ctx)
+	if !errors.Is(err, distlock.ErrKindMismatch) || !errors.Is(err, distlock.ErrNotObtained) {
+		t.Errorf("TryLock: %v; want ErrKindMismatch and ErrNotObtained", err)
+	}
+	t.Logf("TryLock: %v", err)
+}
