@@ -43,15 +43,16 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, er
 }
 
 // Break implements driver.Backend: Inspect, then the holdings are deleted
-// on every master. It fails if fewer than a quorum of masters confirmed:
-// the lock may then still be held.
+// on every master, waiting for each as long as ctx allows (at most 5s when
+// ctx has no deadline). It fails if fewer than a quorum of masters
+// confirmed: the lock may then still be held.
 func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 	info, err := b.Inspect(ctx, key)
 	if err != nil {
 		return driver.Info{}, err
 	}
 	k := b.keys.Get(key)
-	rs, ok := b.everyNode(ctx, b.releaseTimeout(), func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	rs, ok := b.everyNode(ctx, untimed(ctx), func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		_, err := redisnode.Break(ctx, rdb, k)
 		return reply{node: i, ok: err == nil, err: err}
 	})

@@ -43,9 +43,10 @@ func woken(w driver.Watch, d time.Duration) bool {
 }
 
 // A contender that wins a minority of the nodes (a split vote) gives them
-// back without waking anybody, since it freed nothing a waiter could take,
-// and is told to try again after a short random pause rather than after
-// the other contenders' leases.
+// back without waking anybody, since it freed nothing a waiter could take.
+// When the vote keeps splitting, round after round, it is told to try again
+// after a short random pause rather than after the other contenders'
+// leases.
 func TestSplitVoteQuiet(t *testing.T) {
 	addrs := addrsOf(startNodes(t, 5))
 	cs := newClients(t, addrs)
@@ -65,8 +66,8 @@ func TestSplitVoteQuiet(t *testing.T) {
 	if err != nil || g.Acquired {
 		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
 	}
-	if g.RetryAfter <= 0 || g.RetryAfter > 100*time.Millisecond {
-		t.Errorf("RetryAfter = %v after a split vote; want a short pause", g.RetryAfter)
+	if g.RetryAfter <= 0 || g.RetryAfter > time.Second {
+		t.Errorf("RetryAfter = %v after a split vote; want a short pause, not the holders' 10s leases", g.RetryAfter)
 	}
 	// The give-back to a node the attempt did not wait for may still be
 	// on its way.

@@ -20,44 +20,80 @@
 // # The algorithm
 //
 // Acquire sends the acquire script to every master at once, each with a
-// per-node timeout (see [DefaultNodeTimeout]). It succeeds if a quorum,
-// N/2+1, granted the lock and the lease is still valid:
+// per-node timeout (see [DefaultNodeTimeout]: a quarter of the TTL, at most
+// 1s, sized for loaded machines).
+// It succeeds if a quorum, N/2+1, granted the lock and the lease is still
+// valid:
 //
 //	validity = TTL - elapsed - drift,   drift = TTL/100 + 2ms (see WithDrift)
 //
 // where elapsed is measured on the client's monotonic clock from the start
-// of the attempt. The lease then ends locally at start + TTL - drift: Lock's
-// Done closes there unless a renewal moved it.
+// of the attempt (of its last round, see below). The lease then ends
+// locally at start + TTL - drift, counted from the start of the call:
+// Lock's Done closes there unless a renewal moved it.
 //
 // A successful Acquire waits for every node, up to the timeout, so that an
 // Unlock right after it cannot overtake a grant still on its way. A failing
 // one stops as soon as the replies so far decide it, releases the lock on
 // every node that granted it, failed or did not answer (a lost reply may
-// hide a grant), and reports either the lock not obtained — nodes refused
-// it and the failed ones alone would have left a quorum possible: the lock
-// is held elsewhere, and distlock waits for its release — or a
-// [*QuorumError] naming each node and what it answered, when too many
-// failed.
+// hide a grant), and then:
+//
+//   - if one other owner holds the lock on a quorum of the nodes, it
+//     reports the lock not obtained: it is held elsewhere, and distlock
+//     waits for its release. (When the refusing nodes are too many for a
+//     quorum without them, they are asked who holds the lock: one more
+//     round trip, on this path only.)
+//   - if the restart guard (see below) holds new grants back on too many
+//     nodes for any quorum, it reports the lock not obtained and Guarded:
+//     distlock says so (distlock.ErrRestartGuard), and how long until
+//     enough of them grant;
+//   - if nodes refused but nobody can be shown to hold a quorum — a split
+//     vote between contenders that each won a minority — it tries again
+//     within the same call, as described below;
+//   - if a quorum refused the request for the key's kind (the key is held
+//     on them as another kind of lock, by a client of package redislock),
+//     it returns a [*driver.KindError];
+//   - if too many nodes failed for a quorum, whatever the others said, it
+//     returns a [*QuorumError] naming each node and what it answered.
 //
 // Refresh extends the lease on every master and needs a quorum, with the
-// validity computed as for Acquire; nodes that lost the key meanwhile get it
-// back. Release deletes it on every master. A node asked again because its
-// reply was lost (go-redis' retries, or the backend's one resend when the
-// connection broke) reports the release it made, from a receipt the first
-// request left, so a lost reply does not turn a release into a missed
-// quorum or a lost lease. Waiters subscribe on every master and wake when
-// any of them publishes a release, once per release: the message names the
-// released lease's token.
+// validity computed as for Acquire. It returns once a quorum confirmed, but
+// its requests to the other masters run on, detached from the caller's
+// context and bounded by the node timeout, so that a renewal reaches every
+// master that answers in time. Nodes that lost the key meanwhile get it
+// back.
 //
-// Under contention, waiters woken together would split the vote: each asks
-// every node, the requests reach the nodes in different orders, and often
-// nobody wins a quorum. So an attempt that wins only a minority gives it
-// back without waking anybody and tries again after a short random pause,
-// and a waiter woken by a release first asks one node chosen by the key's
-// hash (the gate), and the others only if the gate grants it. The gate
-// orders the contenders but decides nothing: the lock is the quorum's, an
-// error at the gate falls back to asking every node, and so does a waiter
-// that heard no release for a while after the gate refused it.
+// Release deletes the lock on every master and waits for each as long as
+// its context allows, up to a second per call: it spends no lease, and a
+// master that stalls for a moment must not keep the key until its TTL
+// ends. It succeeds once a quorum released the lock and no master is in
+// doubt (each released it, did not hold it, or failed with an error of its
+// own, as a dead master does); a master still silent when the wait ends
+// makes it a [*QuorumError], and a repeated Release (distlock repeats it
+// within its release timeout) settles it. A node asked again
+// because its reply was lost (go-redis' retries, the backend's one resend
+// when the connection broke, or a repeated Release) reports the release it
+// made, from a receipt the first request left, so a lost reply does not
+// turn a release into a missed quorum or a lost lease. Waiters subscribe on
+// every master and wake when any of them publishes a release, once per
+// release: the message names the released lease's token.
+//
+// When contenders ask at the same moment, the requests reach the nodes in
+// different orders, and the vote can split so that nobody wins a quorum
+// (with three or more contenders, or with failed nodes). An attempt that
+// wins only a minority gives it back without waking anybody and tries
+// again after a random pause (randomised exponential back-off: half an
+// attempt plus up to two attempts' length, the window doubling each round
+// up to 32 attempts), up to 8 rounds within the call and within its
+// context. The first contender to try again alone takes every node, and
+// the others find the lock held. So TryLock fails only when the lock is
+// held elsewhere, or when the vote split in every round. Waiters woken
+// together by a release would split the vote most: a waiter woken by a
+// release first asks one node chosen by the key's hash (the gate), and the
+// others only if the gate grants it. The gate orders the contenders but
+// decides nothing: the lock is the quorum's, an error at the gate falls
+// back to asking every node, and so does a waiter that heard no release
+// for a while after the gate refused it.
 //
 // A request whose reply was lost may still run later. A late release of a
 // failed attempt could then delete a grant that the same owner's next

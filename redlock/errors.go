@@ -80,6 +80,8 @@ type NodeResult struct {
 // QuorumError reports an operation that missed its quorum because nodes
 // failed, with what each node answered. (A quorum missed only because the
 // lock is held elsewhere is not an error: Acquire reports it not obtained.)
+// A release needs every node's outcome, so its error may name a quorum
+// that released the lock and the nodes that did not say.
 // It matches [ErrNoQuorum], and unwraps to the nodes' errors, so
 // errors.Is(err, context.DeadlineExceeded) and the like work.
 type QuorumError struct {
@@ -125,9 +127,14 @@ func (e *QuorumError) Error() string {
 	} else {
 		b.WriteString("succeeded")
 	}
-	b.WriteString(", ")
-	b.WriteString(strconv.Itoa(e.Quorum))
-	b.WriteString(" needed")
+	if e.Op == "release" && e.Succeeded() >= e.Quorum {
+		// A release waits for every node: see Backend.Release.
+		b.WriteString(", but some may still hold it")
+	} else {
+		b.WriteString(", ")
+		b.WriteString(strconv.Itoa(e.Quorum))
+		b.WriteString(" needed")
+	}
 	sep := ": "
 	for _, r := range e.Nodes {
 		if r.Outcome == Succeeded {

@@ -16,6 +16,7 @@ type reply struct {
 	token uint64        // acquire: the node's fencing token; seed: its counter
 	ttl   time.Duration // acquire: the holder's remaining lease when refused
 	err   error         // no usable answer
+	kind  error         // acquire: refused for the key's kind (a *driver.KindError)
 }
 
 // op runs one request on one node.
@@ -33,10 +34,11 @@ type op func(ctx context.Context, node int, rdb redis.UniversalClient) reply
 // The requests share one context, bounded by the per-node timeout. It is
 // cancelled by whichever finishes last, the caller or the slowest request,
 // so that a caller that has decided does not cut short requests that must
-// still reach their node (a release, a seed).
+// still reach their node (a release, a seed); fanDetached frees them from
+// the caller's context too.
 type fanout struct {
-	ctx    context.Context
-	parent context.Context
+	ctx    context.Context // the requests'
+	parent context.Context // the caller's wait
 	cancel context.CancelFunc
 	res    []reply       // slot i is written by node i's goroutine before it sets bit i of got
 	got    atomic.Uint64 // nodes whose reply is in res
@@ -53,11 +55,29 @@ type fanout struct {
 	expired bool   // next found the timeout passed; the caller's only
 }
 
-// fan starts f on every node whose bit is set in nodes. wakeAt is the
-// number of successful replies at which the caller wants to look before
-// the last reply (0: at every reply).
-func (b *Backend) fan(parent context.Context, timeout time.Duration, nodes uint64, wakeAt int, f op) *fanout {
-	ctx, cancel := context.WithTimeout(parent, timeout)
+// fan starts f on every node whose bit is set in nodes, under ctx and
+// bounded by timeout (0: by ctx alone). wakeAt is the number of successful
+// replies at which the caller wants to look before the last reply (0: at
+// every reply).
+func (b *Backend) fan(ctx context.Context, timeout time.Duration, nodes uint64, wakeAt int, f op) *fanout {
+	return b.start(ctx, ctx, timeout, nodes, wakeAt, f)
+}
+
+// fanDetached is fan for requests that must reach every node although the
+// caller stops waiting once it has decided, and may end ctx at once (a
+// renewal): they run detached from ctx, bounded by timeout alone, and the
+// caller waits for their replies only as long as ctx allows.
+func (b *Backend) fanDetached(ctx context.Context, timeout time.Duration, nodes uint64, wakeAt int, f op) *fanout {
+	return b.start(ctx, context.WithoutCancel(ctx), timeout, nodes, wakeAt, f)
+}
+
+// start starts a fan-out whose caller waits under parent and whose
+// requests run under base, bounded by timeout.
+func (b *Backend) start(parent, base context.Context, timeout time.Duration, nodes uint64, wakeAt int, f op) *fanout {
+	ctx, cancel := context.WithCancel(base)
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(base, timeout)
+	}
 	fo := &fanout{
 		ctx: ctx, parent: parent, cancel: cancel,
 		res:   make([]reply, len(b.nodes)),
@@ -181,13 +201,15 @@ func (fo *fanout) next() (reply, bool) {
 		}
 		select {
 		case <-fo.wake:
+			continue
 		case <-fo.ctx.Done():
-			if fo.got.Load()&^fo.seen != 0 {
-				continue // replies first
-			}
-			fo.expired = true
-			return reply{}, false
+		case <-fo.parent.Done(): // a detached fan-out's caller stops here
 		}
+		if fo.got.Load()&^fo.seen != 0 {
+			continue // replies first
+		}
+		fo.expired = true
+		return reply{}, false
 	}
 }
 

@@ -66,14 +66,16 @@ func (b *Backend) checkTTL(ttl time.Duration) error {
 // only when no lease granted before a master's last start can still be
 // alive: on brand-new masters, on masters that kept all their data, or when
 // nothing has held a lock on them for a maximum lease length. It fails,
-// naming the masters, unless every master took the declaration.
+// naming the masters, unless every master took the declaration. It waits
+// for every master as long as ctx allows (at most 5s each when ctx has no
+// deadline).
 //
 // The declaration lasts until a master restarts (its run id changes).
 func (b *Backend) DeclareFresh(ctx context.Context) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	fo := b.fan(ctx, b.releaseTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, untimed(ctx), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		err := redisnode.DeclareFresh(ctx, rdb, b.prefix, false)
 		return reply{node: i, ok: err == nil, err: err}
 	})
@@ -104,12 +106,12 @@ func (b *Backend) DeclareFresh(ctx context.Context) error {
 // masters' eviction policies and persistence put locks at risk (read at
 // most once a minute per master), and on how many masters the restart
 // guard holds new grants of k back, for how long. Masters that do not
-// answer within the release timeout are left out.
+// answer within the node timeout of Inspect are left out.
 func (b *Backend) warnings(ctx context.Context, k redisnode.Keys) []string {
 	g := b.guard()
 	texts := make([]string, len(b.nodes))
 	waits := make([]time.Duration, len(b.nodes))
-	fo := b.fan(ctx, b.releaseTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.answerTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		texts[i] = b.risks[i].Get(ctx, rdb, g.MaxTTL)
 		waits[i], _ = redisnode.GuardWait(ctx, rdb, k, g.MaxTTL)
 		return reply{node: i, ok: true}

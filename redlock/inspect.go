@@ -21,7 +21,7 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	}
 	k := b.keys.Get(key)
 	states := make([]redisnode.State, len(b.nodes))
-	fo := b.fan(ctx, b.releaseTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fan(ctx, b.answerTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		st, err := redisnode.Inspect(ctx, rdb, k)
 		states[i] = st // read only after the reply is received
 		return reply{node: i, ok: err == nil, err: err}

@@ -25,27 +25,38 @@ const DefaultPrefix = "distlock:"
 // MaxNodes is the largest number of masters a Backend accepts.
 const MaxNodes = 64
 
-// Bounds of [DefaultNodeTimeout].
-const (
-	MinDefaultNodeTimeout = 2 * time.Millisecond
-	MaxDefaultNodeTimeout = 50 * time.Millisecond
-)
+// MaxDefaultNodeTimeout bounds [DefaultNodeTimeout].
+const MaxDefaultNodeTimeout = time.Second
 
-// DefaultNodeTimeout returns the per-node timeout used for a lease of length
-// ttl unless [WithNodeTimeout] is given: ttl/10, at least 2ms and at most
-// 50ms.
+// DefaultNodeTimeout returns the per-node timeout of an acquisition or a
+// renewal of a lease of length ttl unless [WithNodeTimeout] is given: a
+// quarter of ttl, at most [MaxDefaultNodeTimeout].
 //
 // The timeout is how long an operation waits for a node that does not
-// answer. A healthy master answers in well under a millisecond on a LAN and
-// in a few milliseconds across zones (fsync'd AOF included); one that has
-// not answered in 50ms is stalled, partitioned or paused, and waiting longer
-// only spends the lease: an acquisition that waits out the timeout keeps at
-// least 90% of its TTL, less the drift allowance. Operations stop waiting
-// sooner whenever the remaining nodes can no longer change the outcome, so
-// a dead node costs nothing and a paused one costs one timeout.
+// answer. A healthy master answers in well under a millisecond on a LAN,
+// but a loaded machine (busy CPUs on the client or the master, a fork for
+// a snapshot, an fsync) delays a reply by tens or hundreds of
+// milliseconds, so a node is given far longer than its usual round trip
+// before it counts as failed. The time an acquisition takes comes off the
+// lease: it waits at most one timeout for the vote and one for the fencing
+// write-back, so about half of the TTL is left at worst, less the drift
+// allowance; a renewal, sent a third of the way into the lease, has time
+// for two. Operations stop waiting sooner whenever the remaining nodes can
+// no longer change the outcome, so a dead node costs nothing and a paused
+// one costs one timeout where its answer matters.
 func DefaultNodeTimeout(ttl time.Duration) time.Duration {
-	return min(max(ttl/10, MinDefaultNodeTimeout), MaxDefaultNodeTimeout)
+	return min(ttl/4, MaxDefaultNodeTimeout)
 }
+
+// untimedWait bounds how long a call whose context has no deadline waits
+// for a node, where the wait does not come off a lease (Break,
+// DeclareFresh): the context is the caller's bound, this one stops a call
+// given none from hanging on a stalled node.
+const untimedWait = 5 * time.Second
+
+// answerTimeout is how long an operation that holds no lease (Inspect)
+// waits for each node unless [WithNodeTimeout] is given.
+const answerTimeout = MaxDefaultNodeTimeout
 
 // Backend is a distlock backend implementing the Redlock algorithm over N
 // independent Redis masters. It is safe for concurrent use. Use it through
@@ -84,7 +95,10 @@ type node struct {
 	tasks   chan task             // idle workers receive here (see dispatch)
 }
 
-var _ driver.Backend = (*Backend)(nil)
+var (
+	_ driver.Backend       = (*Backend)(nil)
+	_ driver.FreshDeclarer = (*Backend)(nil)
+)
 
 // An Option configures a [Backend].
 type Option func(*Backend)
@@ -92,11 +106,14 @@ type Option func(*Backend)
 // WithPrefix sets the string put before every key (default [DefaultPrefix]).
 func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 
-// WithNodeTimeout sets how long an operation waits for each node (default
-// [DefaultNodeTimeout] of the lease's TTL; for Release, 50ms). Raise it when
-// the masters are further apart than a few milliseconds; keep it small
-// against the TTL, since the time an acquisition takes comes off the lease.
-// A timeout that is not positive makes every call fail.
+// WithNodeTimeout sets how long an acquisition, a renewal or an Inspect
+// waits for each node (default [DefaultNodeTimeout] of the lease's TTL;
+// for Inspect, [MaxDefaultNodeTimeout]). Raise it when the masters are
+// further apart than a few milliseconds; keep it small against the TTL,
+// since the time an acquisition takes comes off the lease. A release,
+// which spends no lease, waits for every node longer (see
+// [Backend.Release]). A timeout that is not positive makes every call
+// fail.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(b *Backend) {
 		if d <= 0 {
@@ -265,11 +282,30 @@ func (b *Backend) timeout(ttl time.Duration) time.Duration {
 	return DefaultNodeTimeout(ttl)
 }
 
-func (b *Backend) releaseTimeout() time.Duration {
+// answerTimeout returns the per-node timeout of an operation that holds
+// no lease.
+func (b *Backend) answerTimeout() time.Duration {
 	if b.nodeTimeout > 0 {
 		return b.nodeTimeout
 	}
-	return MaxDefaultNodeTimeout
+	return answerTimeout
+}
+
+// releaseWait returns how long one Release waits for each node, unless its
+// context ends first: as long as an acquisition of the longest lease would
+// wait, and at least the node timeout set. The caller repeats a Release
+// whose outcome is in doubt to wait longer.
+func (b *Backend) releaseWait() time.Duration {
+	return max(b.nodeTimeout, MaxDefaultNodeTimeout)
+}
+
+// untimed returns the per-node timeout, for fan, of an operation that
+// waits for every node as long as ctx allows (see untimedWait).
+func untimed(ctx context.Context) time.Duration {
+	if _, ok := ctx.Deadline(); ok {
+		return 0 // ctx's deadline bounds the wait
+	}
+	return untimedWait
 }
 
 // validity returns how long after an operation's start a lease of ttl can

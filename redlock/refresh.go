@@ -15,9 +15,15 @@ import (
 // once, successful when a quorum extended the lease within its validity
 // (ttl - elapsed - drift > 0). It returns ttl - drift, counted from the
 // start of the call, and driver.ErrNotHeld once enough nodes say the lock
-// is not this owner's that no quorum can hold it. Nodes that lost the key
-// (a restart, an eviction) while a quorum kept it get it back, with a fresh
-// acquire, so that the lock again tolerates as many failures as it should.
+// is not this owner's that no quorum can hold it.
+//
+// It returns as soon as a quorum has extended the lease, but the renewal
+// goes to every master: the requests to the others run on, detached from
+// ctx and bounded by the node timeout, so that the lease is extended on
+// every master that answers in time even if the caller ends ctx at once.
+// Nodes that lost the key (a restart, an eviction) while a quorum kept it
+// get it back, with a fresh acquire, so that the lock again tolerates as
+// many failures as it should.
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
 	if err := b.check(ctx); err != nil {
 		return 0, err
@@ -30,7 +36,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	start := b.now()
 	k := b.keys.Get(key)
 	skip, _ := b.pending.blocked(key, owner)
-	fo := b.fan(ctx, b.timeout(ttl), b.all&^skip, b.quorum, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
+	fo := b.fanDetached(ctx, b.timeout(ttl), b.all&^skip, b.quorum, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		ok, err := redisnode.Refresh(ctx, rdb, k, owner, ttl)
 		return reply{node: i, ok: ok, err: err}
 	})

@@ -13,6 +13,11 @@ import (
 // confirmed after Watch has returned.
 const subscribeTimeout = 2 * time.Second
 
+// subscribeGrace is how long Watch waits for the other nodes once one has
+// confirmed its subscription: one live subscription is enough to hear a
+// release, and the late ones join the watch when they are confirmed.
+const subscribeGrace = 50 * time.Millisecond
+
 // Watch implements driver.Backend. It subscribes to the key's release channel
 // on every master, over each node's shared pub/sub connection, and fires
 // when any of them fires: a release publishes on every node it reaches, so
@@ -28,7 +33,7 @@ const subscribeTimeout = 2 * time.Second
 // the lease. The quiet release of an attempt short of a quorum wakes
 // nobody.
 //
-// Watch returns once every node has confirmed or failed, or a node timeout
+// Watch returns once every node has confirmed or failed, or subscribeGrace
 // after the first confirmation: a slow node does not delay the waiter, and
 // its subscription joins the watch when it is confirmed. It fails only if
 // no node could subscribe.
@@ -70,7 +75,7 @@ func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error
 			if r.err == nil {
 				subscribed++
 				if grace == nil {
-					t := time.NewTimer(b.releaseTimeout())
+					t := time.NewTimer(subscribeGrace)
 					defer t.Stop()
 					grace = t.C
 				}
