@@ -145,7 +145,7 @@ func (d *distlockLocker) Close() error { return d.close() }
 func DistlockRedlock(nodes int) Library {
 	return Library{
 		Name: fmt.Sprintf("distlock (redlock), %d nodes", nodes), Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: nodes, Contended: true,
-		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout TTL/10 capped at 50 ms, auto-refresh every TTL/3",
+		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout a quarter of the TTL, at most 1 s, auto-refresh every TTL/3",
 		How: "The same acquire and release scripts as redislock, sent to every master at once from one goroutine per node; " +
 			"acquire succeeds on a quorum within the lease's validity, stops waiting as soon as the outcome is decided, and " +
 			"writes the largest fencing token back only when the nodes disagree (each node's counter floors at its clock in " +
