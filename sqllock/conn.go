@@ -26,14 +26,20 @@ import (
 // also shows the holding to Inspect. New rejects it on SQLite.
 //
 // The lease's TTL becomes the connection's idle limit on the server
-// (idle_session_timeout on PostgreSQL 14 or newer; wait_timeout, in whole
-// seconds rounded up, on MySQL): a holder that stops renewing, because it
-// stalled or lost the network, is disconnected by the server, which frees
-// the lock. Each renewal is a statement on the held connection. The
-// backend checks every [WithLossCheck] interval, on one pooled
-// connection for all its holdings, that each holding's connection still
-// holds its lock; when one does not (the connection was killed, the
-// server restarted), the handle ends at once through Grant.Lost.
+// (idle_session_timeout on PostgreSQL 14 or newer, so the first Acquire on
+// an older server fails with an error wrapping errors.ErrUnsupported;
+// wait_timeout, in whole seconds rounded up, on MySQL): a holder that
+// stops renewing, because it stalled or lost the network, is disconnected
+// by the server, which frees the lock. Each renewal is a statement on the
+// held connection, never cancelled in flight (that would close the
+// connection, and the lock with it): it runs until its context's
+// deadline. The backend checks every [WithLossCheck] interval, on one
+// pooled connection for all its holdings, that each holding's connection
+// still holds its lock; when one does not (the connection was killed, the
+// server restarted), the handle ends at once through Grant.Lost. A
+// holding's connection is known by a second native lock of a random name
+// that it takes beside the key's, not by its id on the server: a
+// restarted server gives old ids to new connections.
 //
 // Use it when locks should end the moment their holder's connection does
 // (a crashed holder frees its locks without waiting out a TTL), or to

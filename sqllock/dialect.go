@@ -105,7 +105,9 @@ func counterSchema(d Dialect, table string) []string {
 		seq := sequence(table)
 		return []string{
 			`CREATE SEQUENCE IF NOT EXISTS ` + seq,
-			`SELECT setval('` + seq + `', m) FROM (SELECT max(token) AS m FROM ` + table + `) x WHERE m > (SELECT last_value FROM ` + seq + `)`,
+			// The last value drawn: last_value once is_called.
+			`SELECT setval('` + seq + `', m) FROM (SELECT max(token) AS m FROM ` + table + `) x
+	WHERE m > (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ` + seq + `)`,
 		}
 	case MySQL:
 		return []string{`INSERT IGNORE INTO ` + table + ` (name, owners, meta) VALUES ('', '', '')`}

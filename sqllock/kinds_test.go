@@ -165,3 +165,46 @@ func TestStateReclaimed(t *testing.T) {
 		b.Release(context.Background(), again)
 	})
 }
+
+// TestMigrateOldTable: a lease table made by a version without the kind
+// columns and the token counter is brought up to date on first use: its
+// keys go on above their tokens, new keys start above every token of the
+// table on PostgreSQL, and kinds are enforced.
+func TestMigrateOldTable(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, d database) {
+		dialect := map[string]sqllock.Dialect{"pgx": sqllock.Postgres, "mysql": sqllock.MySQL, "sqlite": sqllock.SQLite}[d.driver]
+		ddl, err := sqllock.Schema(dialect, sqllock.DefaultTable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := strings.Split(ddl, ";\n")[0]
+		old = strings.Replace(old, ",\n\tkind       INTEGER NOT NULL DEFAULT 0,\n\tlim        INTEGER NOT NULL DEFAULT 0\n", "\n", 1)
+		if strings.Contains(old, "kind") {
+			t.Fatalf("could not make the old DDL from %q", old)
+		}
+		admin := d.open(t)
+		ctx := ctxFor(t, time.Minute)
+		for _, q := range []string{old, "INSERT INTO " + sqllock.DefaultTable + " (name, owners, token, meta) VALUES ('old-key', '', 41, '')"} {
+			if _, err := admin.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		b := d.backend(t)
+		mutex := driver.Lease{Key: "old-key", Owner: "o"}
+		g, err := b.Acquire(ctx, driver.Request{Lease: mutex, TTL: time.Minute})
+		if err != nil || !g.Acquired || g.Token <= 41 {
+			t.Fatalf("Acquire of a key of the old table: %+v, %v; want granted above token 41", g, err)
+		}
+		_, err = b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "old-key", Owner: "p", Kind: driver.Permit}, TTL: time.Minute, Limit: 2})
+		if !errors.Is(err, driver.ErrKindMismatch) {
+			t.Errorf("a permit on a mutex's key of the migrated table: %v; want ErrKindMismatch", err)
+		}
+		g, err = b.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "new-key", Owner: "o"}, TTL: time.Minute})
+		if err != nil || !g.Acquired {
+			t.Fatalf("Acquire of a new key: %+v, %v", g, err)
+		}
+		if dialect == sqllock.Postgres && g.Token <= 41 {
+			t.Errorf("token %d of a new key on PostgreSQL; want above the table's 41", g.Token)
+		}
+	})
+}
