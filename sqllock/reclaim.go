@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -44,7 +45,7 @@ type reclaimer struct {
 	failures int
 	running  sync.WaitGroup // a planned or running sweep
 
-	floor, lockFloor, holds, top, raise, leases, left stmt
+	due, floor, lockFloor, holds, top, raise, leases, left stmt
 }
 
 func (b *Backend) prepareReclaimStatements() {
@@ -52,7 +53,9 @@ func (b *Backend) prepareReclaimStatements() {
 	r := &b.reclaim
 	keep := strconv.FormatInt(reclaimAfter.Microseconds(), 10)
 	free := `name <> '' AND expires_us < {now} - ` + keep + ` AND NOT EXISTS (SELECT 1 FROM {holds} h WHERE h.name = {table}.name)`
-	r.holds = p(`DELETE FROM {holds} WHERE (released_us > 0 AND released_us < {now} - ` + keep + `) OR (released_us = 0 AND expires_us < {now} - ` + keep + `)`)
+	ended := `(released_us > 0 AND released_us < {now} - ` + keep + `) OR (released_us = 0 AND expires_us < {now} - ` + keep + `)`
+	r.holds = p(`DELETE FROM {holds} WHERE ` + ended)
+	r.due = p(`SELECT 1 FROM {holds} WHERE ` + ended + ` UNION ALL SELECT 1 FROM {table} WHERE ` + free + ` LIMIT 1`)
 	r.left = p(`SELECT 1 FROM {table} WHERE name <> '' UNION ALL SELECT 1 FROM {holds}`)
 	switch b.dialect {
 	case Postgres:
@@ -121,21 +124,30 @@ func (r *reclaimer) close() {
 // left (or whether it could not tell).
 func (b *Backend) reclaimRows(ctx context.Context) (more bool, err error) {
 	r := &b.reclaim
-	if b.dialect == Postgres {
+	// A read first: most sweeps find nothing due, and then take no write
+	// lock (SQLite's is the whole file's, MySQL's floor row every
+	// acquisition's).
+	var one int
+	switch err := b.db.QueryRowContext(ctx, r.due.query).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return true, err
+	case b.dialect == Postgres:
 		if _, err := b.db.ExecContext(ctx, r.holds.query); err != nil {
 			return true, err
 		}
 		if _, err := b.db.ExecContext(ctx, r.leases.query); err != nil {
 			return true, err
 		}
-	} else if err := b.reclaimCounted(ctx); err != nil {
-		return true, err
+	default:
+		if err := b.reclaimCounted(ctx); err != nil {
+			return true, err
+		}
 	}
-	var one int
 	switch err := b.db.QueryRowContext(ctx, r.left.query+" LIMIT 1").Scan(&one); {
 	case err == nil:
 		return true, nil
-	case err == sql.ErrNoRows:
+	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	default:
 		return true, err
