@@ -97,19 +97,16 @@ func (b *Backend) prepareHoldStatements() {
 	}
 	s.extend = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2`)
 	release := `UPDATE {holds} SET released_us = {now}, expires_us = 0 WHERE name = $1 AND owner = $2 AND ` + live
-	if b.dialect == Postgres {
-		// The notice goes out when the statement commits.
-		release = `WITH r AS (` + release + ` RETURNING 1)
-SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
-	}
-	s.release = p(release)
 	withdraw := `DELETE FROM {holds} WHERE name = $1 AND owner = $2 AND kind = ` + strconv.Itoa(claim)
 	if b.dialect == Postgres {
-		// The claim kept readers out: its withdrawal lets them in.
-		withdraw = `WITH r AS (` + withdraw + ` RETURNING 1)
-SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
+		// One round trip ends a hold or withdraws a waiting writer's
+		// claim, which kept readers out; the notice goes out when the
+		// statement commits.
+		s.release = p(`WITH r AS (` + release + ` RETURNING 1), w AS (` + withdraw + ` RETURNING 1)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM w), (SELECT count(pg_notify('{channel}', $1)) FROM (SELECT 1 FROM r UNION ALL SELECT 1 FROM w) x)`)
+	} else {
+		s.release, s.withdraw = p(release), p(withdraw)
 	}
-	s.withdraw = p(withdraw)
 	s.released = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND released_us > 0`)
 	s.refresh = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2 AND ` + live)
 	s.holding = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND ` + live)
@@ -293,15 +290,21 @@ func inTheWay(want driver.Kind, k int) bool {
 // writer's claim.
 func (b *Backend) releaseShared(ctx context.Context, l driver.Lease) error {
 	s := &b.holds
-	n, err := b.exec(ctx, s.release, l.Key, l.Owner)
-	if err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
+	var released, withdrawn int64
+	var err error
+	if b.dialect == Postgres {
+		var notified int64
+		err = b.db.QueryRowContext(ctx, s.release.query, s.release.args(l.Key, l.Owner)...).Scan(&released, &withdrawn, &notified)
+	} else if released, err = b.exec(ctx, s.release, l.Key, l.Owner); err == nil && released == 0 {
+		withdrawn, err = b.exec(ctx, s.withdraw, l.Key, l.Owner)
 	}
-	if n > 0 {
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: release: %w", err)
+	case released > 0:
 		return nil
-	}
-	if _, err := b.exec(ctx, s.withdraw, l.Key, l.Owner); err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
+	case withdrawn > 0:
+		return driver.ErrNotHeld // a claim, not a hold
 	}
 	var one int
 	err = b.db.QueryRowContext(ctx, s.released.query, s.released.args(l.Key, l.Owner)...).Scan(&one)
