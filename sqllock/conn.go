@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,14 +26,20 @@ import (
 // also shows the holding to Inspect. New rejects it on SQLite.
 //
 // The lease's TTL becomes the connection's idle limit on the server
-// (idle_session_timeout on PostgreSQL 14 or newer; wait_timeout, in whole
-// seconds rounded up, on MySQL): a holder that stops renewing, because it
-// stalled or lost the network, is disconnected by the server, which frees
-// the lock. Each renewal is a statement on the held connection. The
-// backend checks every [WithLossCheck] interval, on one pooled
-// connection for all its holdings, that each holding's connection still
-// holds its lock; when one does not (the connection was killed, the
-// server restarted), the handle ends at once through Grant.Lost.
+// (idle_session_timeout on PostgreSQL 14 or newer, so the first Acquire on
+// an older server fails with an error wrapping errors.ErrUnsupported;
+// wait_timeout, in whole seconds rounded up, on MySQL): a holder that
+// stops renewing, because it stalled or lost the network, is disconnected
+// by the server, which frees the lock. Each renewal is a statement on the
+// held connection, never cancelled in flight (that would close the
+// connection, and the lock with it): it runs until its context's
+// deadline. The backend checks every [WithLossCheck] interval, on one
+// pooled connection for all its holdings, that each holding's connection
+// still holds its lock; when one does not (the connection was killed, the
+// server restarted), the handle ends at once through Grant.Lost. A
+// holding's connection is known by a second native lock of a random name
+// that it takes beside the key's, not by its id on the server: a
+// restarted server gives old ids to new connections.
 //
 // Use it when locks should end the moment their holder's connection does
 // (a crashed holder frees its locks without waiting out a TTL), or to
@@ -83,8 +90,9 @@ type connMode struct {
 	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
+	serverOK bool // the server's version was checked
 
-	acquire, take, refresh, release, unset stmt
+	acquire, take, mark, refresh, release, unset, free, state stmt
 }
 
 type leaseID struct{ key, owner string }
@@ -94,36 +102,65 @@ type connLease struct {
 	id     leaseID
 	conn   *sql.Conn
 	server int64 // the connection's id on the server: backend pid or CONNECTION_ID()
+	mark   mark  // the second native lock that names this holding
 	token  uint64
 	idle   int64 // MySQL: the wait_timeout in force, seconds
 	lost   chan struct{}
 }
 
+// mark is a native lock of a random name that a holding's connection
+// takes beside the key's: the server's ids of connections repeat (MySQL's
+// connection ids after a restart, PostgreSQL's pids in a new PID
+// namespace), but no other connection ever holds this lock, so the loss
+// check asks for the connection that holds both. On PostgreSQL it is the
+// advisory lock (hi, lo) of two 31-bit numbers (objsubid 2 in pg_locks,
+// apart from the keys' single-number locks); on MySQL the lock named
+// "distlock-holding:" and 32 hex digits.
+type mark struct{ hi, lo int64 }
+
+func newMark() mark { return mark{int64(rand.Int32()), int64(rand.Int32())} }
+
+// name is the mark's MySQL lock name.
+func (m mark) name() string { return fmt.Sprintf("distlock-holding:%016x%016x", m.hi, m.lo) }
+
 // rememberRelease is how long a released owner's repeat reports success.
 const rememberRelease = time.Minute
+
+// minPostgres is the oldest PostgreSQL (server_version_num) with
+// idle_session_timeout, which connection-scoped locks need.
+const minPostgres = 140000
 
 func (b *Backend) prepareConnStatements() {
 	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
 	c := b.conns
-	// $1 name, $2 native lock (key or name); refused: the row's remaining lease.
+	// $1 name, $2 native lock (key or name); refused: the row's remaining
+	// lease; and the row's family.
+	const row = `(SELECT expires_us - {now} FROM {table} WHERE name = $1), (SELECT kind FROM {table} WHERE name = $1)`
 	if b.dialect == Postgres {
-		c.acquire = p(`SELECT pg_try_advisory_lock($2), pg_backend_pid(), (SELECT expires_us - {now} FROM {table} WHERE name = $1)`)
+		c.acquire = p(`SELECT pg_try_advisory_lock($2), pg_backend_pid(), ` + row)
 	} else {
-		c.acquire = p(`SELECT COALESCE(GET_LOCK($2, 0), 0), CONNECTION_ID(), (SELECT expires_us - {now} FROM {table} WHERE name = $1)`)
+		c.acquire = p(`SELECT COALESCE(GET_LOCK($2, 0), 0), CONNECTION_ID(), ` + row)
 	}
-	// The native lock is held: the next token, whatever the row said.
+	// The native lock is held: the next token, whatever the row said,
+	// unless the row was last taken as another family (see kinds.go).
 	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 meta, $5 the
-	// idle limit (PostgreSQL, ms).
-	const set = `token = t.token + 1, owners = $2, holds = 1, expires_us = {now} + $3, since_us = {now}, meta = $4, reentry = ''`
+	// idle limit (PostgreSQL, ms), $6 and $7 the mark (PostgreSQL).
 	if b.dialect == Postgres {
 		c.take = p(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $2, 1, 1, {now} + $3, {now}, $4, '')
-	ON CONFLICT (name) DO UPDATE SET ` + set + `
-	RETURNING t.token, set_config('idle_session_timeout', $5, false)`)
+	VALUES ($1, $2, {newtoken}, 1, {now} + $3, {now}, $4, '')
+	ON CONFLICT (name) DO UPDATE SET token = GREATEST(nextval('{seq}'), t.token + 1), owners = $2, holds = 1,
+		expires_us = {now} + $3, since_us = {now}, meta = $4, reentry = ''
+	WHERE t.kind = 0
+	RETURNING t.token, set_config('idle_session_timeout', $5, false), pg_try_advisory_lock($6::INT4, $7::INT4)`)
 	} else {
+		// LAST_INSERT_ID: the token, 0 for a row of another family.
 		c.take = p(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $2, LAST_INSERT_ID(1), 1, {now} + $3, {now}, $4, '')
-	ON DUPLICATE KEY UPDATE ` + strings.Replace(strings.ReplaceAll(set, "t.", ""), "token + 1", "LAST_INSERT_ID(token + 1)", 1))
+	VALUES ($1, $2, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, '')
+	ON DUPLICATE KEY UPDATE token = IF(kind <> 0, token + LAST_INSERT_ID(0), LAST_INSERT_ID(token + 1)),
+		owners = IF(kind <> 0, owners, $2), holds = IF(kind <> 0, holds, 1),
+		expires_us = IF(kind <> 0, expires_us, {now} + $3), since_us = IF(kind <> 0, since_us, {now}),
+		meta = IF(kind <> 0, meta, $4), reentry = IF(kind <> 0, reentry, '')`)
+		c.mark = p(`SELECT GET_LOCK($1, 0)`)
 	}
 	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 idle limit (ms).
 	if b.dialect == Postgres {
@@ -132,17 +169,21 @@ SELECT set_config('idle_session_timeout', $4, false)`)
 	} else {
 		c.refresh = p(`UPDATE {table} SET expires_us = {now} + $3 WHERE name = $1 AND owners = $2`)
 	}
-	// $1 name, $2 owner, $3 the owner between commas, $4 native lock.
-	const free = `UPDATE {table} SET owners = '', holds = 0, expires_us = 0, last_owner = $2 WHERE name = $1 AND owners = $3`
+	// $1 name, $2 owner, $3 the owner between commas; PostgreSQL: $4 the
+	// native key, $5 and $6 the mark.
+	const free = `UPDATE {table} SET owners = '', holds = 0, expires_us = {now}, last_owner = $2 WHERE name = $1 AND owners = $3`
+	c.free = p(free)
 	if b.dialect == Postgres {
 		// The notice goes out whether or not this backend listens:
 		// waiters in other processes may.
 		c.release = p(`WITH r AS (` + free + ` RETURNING 1)
-SELECT pg_advisory_unlock($4), set_config('idle_session_timeout', '0', false), pg_notify('{channel}', $1)::TEXT`)
+SELECT pg_advisory_unlock($4), pg_advisory_unlock($5::INT4, $6::INT4), set_config('idle_session_timeout', '0', false), pg_notify('{channel}', $1)::TEXT`)
 	} else {
 		c.release = p(free)
-		c.unset = p(`SELECT RELEASE_LOCK($4)`)
+		// $1 the native lock, $2 the mark.
+		c.unset = p(`SELECT RELEASE_LOCK($1), RELEASE_LOCK($2)`)
 	}
+	c.state = p(`SELECT owners, last_owner FROM {table} WHERE name = $1`)
 }
 
 // nativeKey is what the dialect's native lock is called for key.
@@ -169,9 +210,44 @@ func discard(conn *sql.Conn) {
 	_ = conn.Close()
 }
 
+// checkServer refuses, once, a PostgreSQL older than 14, which has no
+// idle_session_timeout.
+func (b *Backend) checkServer(ctx context.Context) error {
+	c := b.conns
+	c.mu.Lock()
+	ok := c.serverOK
+	c.mu.Unlock()
+	if ok || b.dialect != Postgres {
+		return nil
+	}
+	var version int
+	if err := b.db.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::INTEGER`).Scan(&version); err != nil {
+		return fmt.Errorf("sqllock: acquire: %w", err)
+	}
+	if err := postgresForConnScope(version); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.serverOK = true
+	c.mu.Unlock()
+	return nil
+}
+
+// postgresForConnScope refuses a server_version_num below minPostgres.
+func postgresForConnScope(version int) error {
+	if version < minPostgres {
+		return fmt.Errorf("sqllock: WithConnectionScope needs PostgreSQL 14 or newer (idle_session_timeout); the server is version %d.%d: %w",
+			version/10000, version%10000, errors.ErrUnsupported)
+	}
+	return nil
+}
+
 func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
 	if req.Reentry != "" {
 		return driver.Grant{}, fmt.Errorf("sqllock: re-entrant connection-scoped locks: %w", errors.ErrUnsupported)
+	}
+	if err := b.checkServer(ctx); err != nil {
+		return driver.Grant{}, err
 	}
 	c := b.conns
 	id := leaseID{req.Key, req.Owner}
@@ -192,11 +268,11 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
 	}
 	var (
-		got    bool
-		server int64
-		left   sql.NullInt64
+		got        bool
+		server     int64
+		left, kind sql.NullInt64
 	)
-	err = conn.QueryRowContext(ctx, c.acquire.query, c.acquire.args(req.Key, b.nativeKey(req.Key))...).Scan(&got, &server, &left)
+	err = conn.QueryRowContext(ctx, c.acquire.query, c.acquire.args(req.Key, b.nativeKey(req.Key))...).Scan(&got, &server, &left, &kind)
 	if err != nil {
 		discard(conn) // frees the native lock if the reply was lost
 		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
@@ -209,12 +285,27 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		}
 		return g, nil
 	}
-	l = &connLease{id: id, conn: conn, server: server, lost: make(chan struct{})}
-	var token int64
-	args := c.take.args(req.Key, listed(req.Owner), micros(req.TTL), meta, idleMS(req.TTL))
+	if kind.Int64 != 0 {
+		// The row was last taken as another family: the holds table says
+		// whether that family still holds the key.
+		if err := b.settleKind(ctx, req); err != nil {
+			discard(conn)
+			return driver.Grant{}, err
+		}
+	}
+	l = &connLease{id: id, conn: conn, server: server, mark: newMark(), lost: make(chan struct{})}
+	var (
+		token  int64
+		marked bool
+	)
+	args := c.take.args(req.Key, listed(req.Owner), micros(req.TTL), meta, idleMS(req.TTL), l.mark.hi, l.mark.lo)
 	if b.dialect == Postgres {
 		var setting string
-		err = conn.QueryRowContext(ctx, c.take.query, args...).Scan(&token, &setting)
+		err = conn.QueryRowContext(ctx, c.take.query, args...).Scan(&token, &setting, &marked)
+		if errors.Is(err, sql.ErrNoRows) { // a row of another family, taken meanwhile
+			discard(conn)
+			return driver.Grant{RetryAfter: time.Millisecond}, nil
+		}
 	} else {
 		l.idle = idleSeconds(req.TTL)
 		_, err = conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.idle, 10))
@@ -224,6 +315,18 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 				token, err = res.LastInsertId()
 			}
 		}
+		if err == nil && token == 0 { // a row of another family, taken meanwhile
+			discard(conn)
+			return driver.Grant{RetryAfter: time.Millisecond}, nil
+		}
+		if err == nil {
+			var n sql.NullInt64
+			err = conn.QueryRowContext(ctx, c.mark.query, c.mark.args(l.mark.name())...).Scan(&n)
+			marked = n.Int64 == 1
+		}
+	}
+	if err == nil && !marked {
+		err = errors.New("the holding's mark lock was not granted")
 	}
 	if err != nil {
 		discard(conn)
@@ -284,7 +387,21 @@ func (c *connMode) lease(l driver.Lease) *connLease {
 	return c.leases[leaseID{l.Key, l.Owner}]
 }
 
+// refreshConn renews l on its connection. A statement cancelled in flight
+// ends its connection (the drivers close it), and with it the lock: so the
+// renewal runs to ctx's deadline (or for ttl) whatever ctx's cancellation,
+// as when Unlock cancels a renewal it no longer needs. A ctx done before
+// the call sends nothing.
 func (b *Backend) refreshConn(ctx context.Context, l *connLease, ttl time.Duration) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("sqllock: refresh: %w", err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(ttl)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
 	c := b.conns
 	args := c.refresh.args(l.id.key, listed(l.id.owner), micros(ttl), idleMS(ttl))
 	var err error
@@ -322,19 +439,21 @@ func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
 		}
 		return driver.ErrNotHeld
 	}
-	raw := []any{lease.Key, lease.Owner, listed(lease.Owner), b.nativeKey(lease.Key)}
-	args := c.release.args(raw...)
 	var (
 		unlocked bool
 		err      error
 	)
 	if b.dialect == Postgres {
-		var setting, notified string
-		err = l.conn.QueryRowContext(ctx, c.release.query, args...).Scan(&unlocked, &setting, &notified)
+		var (
+			setting, notified string
+			unmarked          bool
+		)
+		args := c.release.args(lease.Key, lease.Owner, listed(lease.Owner), b.nativeKey(lease.Key), l.mark.hi, l.mark.lo)
+		err = l.conn.QueryRowContext(ctx, c.release.query, args...).Scan(&unlocked, &unmarked, &setting, &notified)
 	} else {
-		if _, err = l.conn.ExecContext(ctx, c.release.query, args...); err == nil {
-			var n sql.NullInt64
-			if err = l.conn.QueryRowContext(ctx, c.unset.query, c.unset.args(raw...)...).Scan(&n); err == nil {
+		if _, err = l.conn.ExecContext(ctx, c.release.query, c.release.args(lease.Key, lease.Owner, listed(lease.Owner))...); err == nil {
+			var n, m sql.NullInt64
+			if err = l.conn.QueryRowContext(ctx, c.unset.query, c.unset.args(b.nativeKey(lease.Key), l.mark.name())...).Scan(&n, &m); err == nil {
 				unlocked = n.Int64 == 1
 				_, err = l.conn.ExecContext(ctx, "SET SESSION wait_timeout = DEFAULT")
 			}
@@ -346,14 +465,23 @@ func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
 		}
 		return nil
 	}
-	// The statement failed, or the connection no longer held the lock.
-	// Whether this holding still had it when the call began decides the
-	// answer; closing the connection ends it either way.
-	held := false
-	if err != nil {
-		held = b.stillHeld(l)
+	if err == nil {
+		// The connection no longer held the lock: lost before the call.
+		c.drop(l, false)
+		return driver.ErrNotHeld
 	}
-	if held {
+	// The statement failed: its connection is closed, which ends the
+	// holding in any case. Whether the release committed, or the
+	// holding ended while nobody else took the key, the release is done;
+	// only another holder in the row, or a holding found lost before,
+	// makes it a loss.
+	released, err := b.releasedConn(l)
+	if err != nil {
+		// Unknown: the next call asks again.
+		discard(l.conn)
+		return fmt.Errorf("sqllock: release: %w", err)
+	}
+	if released {
 		c.drop(l, true)
 		discard(l.conn)
 		return nil
@@ -362,17 +490,46 @@ func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
 	return driver.ErrNotHeld
 }
 
-// stillHeld asks, on another connection, whether l's connection holds its
-// native lock. When it cannot tell, it says no.
-func (b *Backend) stillHeld(l *connLease) bool {
+// releasedConn decides, on another connection, the outcome of a release
+// of l whose statement failed: true if the row shows l's release, or
+// still shows l while no other connection holds the native lock (then it
+// ends l's connection and frees the row); false if another holder has
+// the row or the native lock.
+func (b *Backend) releasedConn(l *connLease) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(4*b.lossCheck, 2*time.Second))
 	defer cancel()
-	held, err := b.nativeHolders(ctx, []*connLease{l})
-	return err == nil && held[l]
+	c := b.conns
+	var owners, last []byte
+	err := b.db.QueryRowContext(ctx, c.state.query, c.state.args(l.id.key)...).Scan(&owners, &last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	case string(last) == l.id.owner && string(owners) != listed(l.id.owner):
+		return true, nil // the release committed; its reply was lost
+	case string(owners) != listed(l.id.owner):
+		return false, nil
+	}
+	// The row still names l: the native lock says whether another
+	// connection took the key after l's ended.
+	mine, err := b.nativeHolders(ctx, []*connLease{l})
+	if err != nil {
+		return false, err
+	}
+	if !mine[l] {
+		other, err := b.nativeHeld(ctx, l.id.key)
+		if err != nil || other {
+			return false, err
+		}
+	}
+	discard(l.conn)
+	_, err = b.db.ExecContext(ctx, c.free.query, c.free.args(l.id.key, l.id.owner, listed(l.id.owner))...)
+	return err == nil, err
 }
 
-// nativeHolders reports which of leases hold their native lock, in one
-// query on a pooled connection.
+// nativeHolders reports which of leases hold their native lock, on the
+// connection that holds their mark, in one query on a pooled connection.
 func (b *Backend) nativeHolders(ctx context.Context, leases []*connLease) (map[*connLease]bool, error) {
 	held := make(map[*connLease]bool, len(leases))
 	if b.dialect == Postgres {
@@ -380,17 +537,17 @@ func (b *Backend) nativeHolders(ctx context.Context, leases []*connLease) (map[*
 		for i, l := range leases {
 			pids[i] = l.server
 		}
-		rows, err := b.db.QueryContext(ctx, `SELECT pid, classid::BIGINT, objid::BIGINT FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = ANY($1::BIGINT[])`, pids)
+		rows, err := b.db.QueryContext(ctx, `SELECT pid, classid::BIGINT, objid::BIGINT, objsubid FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid IN (1, 2) AND granted AND pid = ANY($1::BIGINT[])`, pids)
 		if err != nil {
 			return nil, err
 		}
 		defer rows.Close()
-		type lock struct{ pid, hi, lo int64 }
+		type lock struct{ pid, hi, lo, sub int64 }
 		have := make(map[lock]bool)
 		for rows.Next() {
 			var k lock
-			if err := rows.Scan(&k.pid, &k.hi, &k.lo); err != nil {
+			if err := rows.Scan(&k.pid, &k.hi, &k.lo, &k.sub); err != nil {
 				return nil, err
 			}
 			have[k] = true
@@ -400,22 +557,25 @@ WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND pid = ANY($1::BIGIN
 		}
 		for _, l := range leases {
 			k := uint64(AdvisoryLockKey(l.id.key))
-			held[l] = have[lock{l.server, int64(k >> 32), int64(k & 0xffffffff)}]
+			held[l] = have[lock{l.server, int64(k >> 32), int64(k & 0xffffffff), 1}] && have[lock{l.server, l.mark.hi, l.mark.lo, 2}]
 		}
 		return held, nil
 	}
-	cols := make([]string, len(leases))
-	args := make([]any, len(leases))
-	ids := make([]sql.NullInt64, len(leases))
-	dest := make([]any, len(leases))
+	cols := make([]string, 0, 2*len(leases))
+	args := make([]any, 0, 2*len(leases))
+	ids := make([]sql.NullInt64, 2*len(leases))
+	dest := make([]any, 2*len(leases))
 	for i, l := range leases {
-		cols[i], args[i], dest[i] = "IS_USED_LOCK(?)", NativeLockName(l.id.key), &ids[i]
+		cols = append(cols, "IS_USED_LOCK(?)", "IS_USED_LOCK(?)")
+		args = append(args, NativeLockName(l.id.key), l.mark.name())
+		dest[2*i], dest[2*i+1] = &ids[2*i], &ids[2*i+1]
 	}
 	if err := b.db.QueryRowContext(ctx, "SELECT "+strings.Join(cols, ", "), args...).Scan(dest...); err != nil {
 		return nil, err
 	}
 	for i, l := range leases {
-		held[l] = ids[i].Valid && ids[i].Int64 == l.server
+		key, mark := ids[2*i], ids[2*i+1]
+		held[l] = key.Valid && mark.Valid && key.Int64 == mark.Int64
 	}
 	return held, nil
 }

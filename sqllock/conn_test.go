@@ -64,7 +64,9 @@ func (d database) connHarness(t *testing.T, opts ...sqllock.Option) distlocktest
 		Expire:     func(t testing.TB, key string) { d.killHolder(t, admin, key) },
 		// MariaDB's idle limit is whole seconds: a 500ms lease lasts up
 		// to 1s on the server.
-		TTL: 500 * time.Millisecond,
+		TTL:     500 * time.Millisecond,
+		Stored:  func(t testing.TB, prefix string) []string { return d.stored(t, admin, prefix) },
+		Reclaim: 40 * time.Second,
 	}
 }
 

@@ -31,24 +31,36 @@ const (
 // migration tools; New runs it (CREATE TABLE IF NOT EXISTS) on first use
 // unless [WithoutSchema] is given. One row per lock name:
 //
-//	name        the key
-//	owners      the owner tokens of the holds, each followed by a comma
-//	            after a leading one (",a,b,"); '' when free
-//	token       the fencing counter: the last token issued for the name;
-//	            rows are never deleted, so tokens survive restarts
+//	name        the key ('' is the token floor row on MySQL and SQLite)
+//	owners      the owner tokens of a mutex's holds, each followed by a
+//	            comma after a leading one (",a,b,"); '' when free
+//	token       the last token issued for the name
 //	holds       the number of owners: re-entrant holds; 0 when free
 //	reentry     SHA-256 (hex) of the lease's re-entrant identity, or ''
-//	expires_us  the lease's end, microseconds since the Unix epoch by the
-//	            database's clock (never a client's)
+//	expires_us  the mutex lease's end, or when it was released,
+//	            microseconds since the Unix epoch by the database's clock
+//	            (never a client's); for a read-write lock or a semaphore,
+//	            when the newest hold was granted
 //	since_us    when the current holding began, same clock
 //	meta        the holder's metadata, a JSON object
 //	last_owner  the owner that released last, so that a repeated release
 //	            reports success
+//	kind        the family the key was last taken as: 0 mutex, 1
+//	            read-write lock, 3 semaphore (driver.Kind's Family)
+//	lim         with kind 3: the semaphore's size
 //
 // A second table, the same name followed by "_holds", keeps one row per
 // holder of the read-write locks and semaphores (see holdsSchema in the
 // source: name, owner, kind, token, expires_us, released_us, meta; primary
-// key (name, owner)). The DDL is two statements separated by ";\n".
+// key (name, owner)). Tokens come from one counter per table: on
+// PostgreSQL a sequence, the table's name followed by "_seq"; on MySQL and
+// SQLite the token of the row with the empty name, the floor above which
+// a new row's counter starts (see the package doc). The DDL is statements
+// separated by ";\n".
+//
+// A table made by an older version lacks the columns kind and lim and the
+// counter: New's backend adds them on first use; with [WithoutSchema],
+// run [Migration] first, with every client of the table stopped.
 //
 // It returns an error for an unknown dialect or a table name that is not
 // one or two (schema-qualified) SQL identifiers of at most 57 characters.
@@ -60,8 +72,52 @@ func Schema(d Dialect, table string) (string, error) {
 	if lease == "" {
 		return "", fmt.Errorf("sqllock: unknown dialect %q", d)
 	}
-	return lease + ";\n" + holdsSchema(d, table), nil
+	return strings.Join(append([]string{lease, holdsSchema(d, table)}, counterSchema(d, table)...), ";\n"), nil
 }
+
+// Migration returns the statements, separated by ";\n", that bring a
+// lease table made by an older version (without the columns kind and lim
+// and the token counter) to the current [Schema]. Run them once, with
+// every client of the table stopped: older clients neither delete rows
+// nor know the counter, so the two must not share a table.
+func Migration(d Dialect, table string) (string, error) {
+	if _, err := Schema(d, table); err != nil {
+		return "", err
+	}
+	return strings.Join(append(addColumns(table), counterSchema(d, table)...), ";\n"), nil
+}
+
+// addColumns adds the columns that versions before kinds were enforced
+// lacked.
+func addColumns(table string) []string {
+	return []string{
+		`ALTER TABLE ` + table + ` ADD COLUMN kind INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE ` + table + ` ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`,
+	}
+}
+
+// counterSchema creates the table's token counter (see [Schema]) and
+// raises it above every token the table holds, which matters only for a
+// table whose rows counted per key alone.
+func counterSchema(d Dialect, table string) []string {
+	switch d {
+	case Postgres:
+		seq := sequence(table)
+		return []string{
+			`CREATE SEQUENCE IF NOT EXISTS ` + seq,
+			// The last value drawn: last_value once is_called.
+			`SELECT setval('` + seq + `', m) FROM (SELECT max(token) AS m FROM ` + table + `) x
+	WHERE m > (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ` + seq + `)`,
+		}
+	case MySQL:
+		return []string{`INSERT IGNORE INTO ` + table + ` (name, owners, meta) VALUES ('', '', '')`}
+	default:
+		return []string{`INSERT OR IGNORE INTO ` + table + ` (name) VALUES ('')`}
+	}
+}
+
+// sequence names the PostgreSQL sequence of a lease table's tokens.
+func sequence(table string) string { return table + "_seq" }
 
 func leaseSchema(d Dialect, table string) string {
 	switch d {
@@ -75,7 +131,9 @@ func leaseSchema(d Dialect, table string) string {
 	since_us   BIGINT NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL DEFAULT '',
 	last_owner TEXT NOT NULL DEFAULT '',
-	reentry    TEXT NOT NULL DEFAULT ''
+	reentry    TEXT NOT NULL DEFAULT '',
+	kind       INTEGER NOT NULL DEFAULT 0,
+	lim        INTEGER NOT NULL DEFAULT 0
 )`
 	case MySQL:
 		// VARBINARY: keys and owners compare byte for byte, whatever the
@@ -89,7 +147,9 @@ func leaseSchema(d Dialect, table string) string {
 	since_us   BIGINT NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL,
 	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
-	reentry    VARBINARY(64) NOT NULL DEFAULT ''
+	reentry    VARBINARY(64) NOT NULL DEFAULT '',
+	kind       INTEGER NOT NULL DEFAULT 0,
+	lim        INTEGER NOT NULL DEFAULT 0
 ) ENGINE=InnoDB`
 	case SQLite:
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
@@ -101,7 +161,9 @@ func leaseSchema(d Dialect, table string) string {
 	since_us   INTEGER NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL DEFAULT '',
 	last_owner TEXT NOT NULL DEFAULT '',
-	reentry    TEXT NOT NULL DEFAULT ''
+	reentry    TEXT NOT NULL DEFAULT '',
+	kind       INTEGER NOT NULL DEFAULT 0,
+	lim        INTEGER NOT NULL DEFAULT 0
 )`
 	}
 	return ""
@@ -152,10 +214,27 @@ func nowUS(d Dialect) string {
 	}
 }
 
+// newToken is the first token of a key that has no row: the next value of
+// the table's sequence on PostgreSQL; one above the floor row's elsewhere.
+// MySQL reads the floor row under a shared lock, which the sweeper's
+// exclusive one waits for: a floor read before the sweeper raised it
+// cannot meet the deletion of a row it should have been above.
+func newToken(d Dialect) string {
+	switch d {
+	case Postgres:
+		return `nextval('{seq}')`
+	case MySQL:
+		return `(SELECT COALESCE(MAX(f.token), 0) + 1 FROM (SELECT token FROM {table} WHERE name = '' LOCK IN SHARE MODE) f)`
+	default:
+		return `(SELECT COALESCE(MAX(token), 0) + 1 FROM {table} WHERE name = '')`
+	}
+}
+
 // stmt is a query prepared for a dialect: written with PostgreSQL's
 // numbered placeholders $1..$9 and the markers {now} (the database clock),
-// {table} (the lease table), {holds} (the holds table) and {channel} (the
-// notification channel), rewritten for MySQL to positional ? with the
+// {newtoken} (see newToken), {table} (the lease table), {holds} (the holds
+// table), {seq} (the token sequence) and {channel} (the notification
+// channel), rewritten for MySQL to positional ? with the
 // arguments repeated in order. The markers cannot occur in a valid table
 // name, and the names go in last, so no rewrite touches them.
 type stmt struct {
@@ -168,6 +247,7 @@ var placeholder = regexp.MustCompile(`\$[1-9]`)
 // prepare rewrites query, the text of one statement, for d and table. A
 // prepared query is never prepared again: compose the texts first.
 func prepare(d Dialect, table, query string) stmt {
+	query = strings.ReplaceAll(query, "{newtoken}", newToken(d))
 	query = strings.ReplaceAll(query, "{now}", nowUS(d))
 	switch d { // the same functions under other names
 	case Postgres:
@@ -185,7 +265,7 @@ func prepare(d Dialect, table, query string) stmt {
 	case SQLite:
 		query = placeholder.ReplaceAllStringFunc(query, func(p string) string { return "?" + p[1:] })
 	}
-	s.query = strings.NewReplacer("{table}", table, "{holds}", holdsTable(table), "{channel}", channel(table)).Replace(query)
+	s.query = strings.NewReplacer("{table}", table, "{holds}", holdsTable(table), "{seq}", sequence(table), "{channel}", channel(table)).Replace(query)
 	return s
 }
 

@@ -2,14 +2,40 @@
 // an SQL database: PostgreSQL, MySQL or MariaDB, or SQLite, through the
 // caller's own *sql.DB (its driver, its pool).
 //
-// Each lock name is one row: owner, a fencing-token counter, expiry, and
-// the holder's metadata (see [Schema]). Expiry is set and judged by the
-// database's clock in the statement itself; the client sends lease
-// lengths, never times, so client clock skew does not matter. Rows are
-// never deleted, only marked free, so tokens come from the database and
-// keep increasing across database crashes and restarts, as long as the
-// table's committed rows survive (a restored older backup could repeat
-// tokens).
+// Each lock name is one row: owner, the last token, expiry, the family
+// of lock that took the key, and the holder's metadata (see [Schema]).
+// Expiry is set and judged by the database's clock in the statement
+// itself; the client sends lease lengths, never times, so client clock
+// skew does not matter.
+//
+// A key's row, and the rows of its read-write or semaphore holds, are
+// deleted once nobody has held the key for 10 seconds (a released hold's
+// row 10 seconds after its release): a sweeper runs, while the backend is
+// in use and the tables have rows, every 5 seconds. Tokens still never go
+// back for a key locked again: on PostgreSQL they all come from one
+// sequence per table (nextval, in the statement that grants); on MySQL
+// and SQLite each row counts on from a floor, one row per table that the
+// sweeper raises above a row's token, in the transaction that deletes it,
+// before deleting it. Both are ordinary committed data, so tokens keep
+// increasing across database crashes and restarts as long as the
+// committed data survive (a restored older backup could repeat tokens);
+// a PostgreSQL sequence moreover skips ahead, never back, after a crash.
+// Two limits follow from deleting rows: Inspect of a key nobody held for
+// a while reports token 0, and a release repeated more than 10 seconds
+// after the first reports driver.ErrNotHeld. All clients of a table must
+// run a version that deletes rows (see [Migration]).
+//
+// A key is used as one family of lock at a time: a mutex (re-entrant or
+// not), a read-write lock, or a semaphore of one size. Its row records
+// the family of the latest acquisition, and a request of another family,
+// or a permit of another size, is refused with a *driver.KindError while
+// any hold of the key is live (distlock fails TryLock and Lock at once on
+// it). Every acquisition locks the key's row first, so two requests of
+// different families cannot both be granted. A mutex's statement refuses
+// a row of another family; a second transaction then finds that family's
+// holds ended, makes the row a mutex's again and tries once more: the
+// first mutex after a read-write lock or semaphore on a key pays three
+// more round trips, later ones none.
 //
 // Acquire, Release and Refresh are single statements evaluated under the
 // row's lock, so concurrent attempts have exactly one winner. PostgreSQL
@@ -23,8 +49,11 @@
 //
 // Release is idempotent per call: the row keeps the owner that released
 // last, so a release repeated after a lost reply reports success, until
-// the next holder of the key releases in turn (then the repeat reports
-// driver.ErrNotHeld, which distlock shows as ErrLockLost).
+// the next holder of the key releases in turn or the row is reclaimed
+// (then the repeat reports driver.ErrNotHeld, which distlock shows as
+// ErrLockLost). A release that fails (a busy SQLite file, a lost
+// connection) changed nothing or completed whole, and returns when its
+// context ends; distlock repeats it until its outcome is known.
 //
 // Locks are re-entrant (Capabilities.Reentrant, every dialect): the row
 // lists the owners of its holds (see [Schema]), so a nested Acquire by the
@@ -66,7 +95,8 @@
 // the holding: the lock ends when that connection does, the handle ends
 // (Grant.Lost) within [WithLossCheck] of the connection's loss, and the
 // server disconnects a holder that stops renewing for a TTL. Tokens still
-// come from the table. See WithConnectionScope for when to use which.
+// come from the table. It needs PostgreSQL 14 or newer. See
+// WithConnectionScope for when to use which.
 //
 // The package imports database/sql only. Package sqlurl registers the URL
 // schemes postgres, postgresql, mysql and sqlite and brings the drivers.
@@ -84,19 +114,25 @@
 //	                            database's clock alone, in the statement: a client's
 //	                            clock may be off by any amount, but a forward jump of
 //	                            the database's clock ends leases early
-//	fencing tokens increase,    tokens come from the table's per-name counter, not from
-//	  durably: across crashes   a clock or from memory, so they keep increasing across
-//	  and restarts of the       crashes and restarts (kill -9 included) as far as the
-//	  database                  table's committed rows survive: PostgreSQL and MySQL
+//	fencing tokens increase,    tokens come from the table's counter (a sequence, or
+//	  durably: across crashes   per-name counters above a floor), not from a clock or
+//	  and restarts of the       from memory, so they keep increasing across crashes and
+//	  database                  restarts (kill -9 included) as far as the table's
+//	                            committed data survive: PostgreSQL and MySQL
 //	                            with durable commits (their defaults: synchronous_commit
 //	                            on, innodb_flush_log_at_trx_commit 1); SQLite as durable
 //	                            as the file, with synchronous FULL (sqlurl's setting;
 //	                            NORMAL in WAL mode can lose the last commits on power
-//	                            loss); not across a restore of an older backup
+//	                            loss); not across a restore of an older backup. On
+//	                            PostgreSQL, a key's first statement after its row was
+//	                            reclaimed must not stall inside the server for 10s
+//	                            between drawing its token and writing its row
 //	lost lease known by         the client's clock and the database's advance at rates
 //	  ValidUntil (Done)         within the drift allowance (WithDrift)
 //	connection-scoped lock      the server ends the holder's connection, or sees it end;
-//	  ends with its connection  the handle ends (Grant.Lost) within WithLossCheck
+//	  ends with its connection  the handle ends (Grant.Lost) within WithLossCheck, also
+//	                            when a restarted server gives its id to another client
+//	one family per key          every acquisition locks the key's row first
 //	prompt wake-up of waiters   PostgreSQL with WithListener; otherwise polling, bounded
 //	                            by the holder's remaining lease by the database's clock
 //	coordination across hosts   PostgreSQL, MySQL: yes; SQLite: one host's processes only

@@ -302,11 +302,17 @@ func TestConcurrentSharedAttempts(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for j := range attempts {
-					key := "shared-" + strconv.Itoa((i+j)%4)
-					if j%3 == 0 {
+					kind := []driver.Kind{driver.Read, driver.Write, driver.Permit}[j%3]
+					// A key is used by one family: read-write locks and
+					// semaphores each have their own keys.
+					key := "shared-rw-" + strconv.Itoa((i+j)%4)
+					if kind == driver.Permit {
+						key = "shared-permit-" + strconv.Itoa((i+j)%4)
+					}
+					if j%4 == 0 {
 						key = "fresh-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
 					}
-					l := driver.Lease{Key: key, Owner: "o-" + strconv.Itoa(i) + "-" + strconv.Itoa(j), Kind: []driver.Kind{driver.Read, driver.Write, driver.Permit}[j%3]}
+					l := driver.Lease{Key: key, Owner: "o-" + strconv.Itoa(i) + "-" + strconv.Itoa(j), Kind: kind}
 					g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute, Limit: 2})
 					if err != nil {
 						if !errs.add(t, err) {
@@ -315,7 +321,7 @@ func TestConcurrentSharedAttempts(t *testing.T) {
 						continue
 					}
 					if g.Acquired {
-						if err := b.Release(ctx, l); err != nil {
+						if err := release(ctx, b, l); err != nil {
 							t.Errorf("Release: %v", err)
 							return
 						}
@@ -326,4 +332,21 @@ func TestConcurrentSharedAttempts(t *testing.T) {
 		wg.Wait()
 		errs.check(t, "after the attempts")
 	})
+}
+
+// release repeats Release until its outcome is known, as distlock's
+// Unlock does: a release that met a busy SQLite file, or a conflict, is
+// made again, and succeeds once the database lets it through.
+func release(ctx context.Context, b driver.Backend, l driver.Lease) error {
+	for {
+		err := b.Release(ctx, l)
+		if err == nil || errors.Is(err, driver.ErrNotHeld) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

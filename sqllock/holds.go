@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
@@ -21,7 +20,7 @@ import (
 // read, count the token, add the hold, commit) where a mutex takes one;
 // Release and Refresh stay single statements.
 //
-// On MySQL the transaction runs at READ COMMITTED (see acquireSharedTx).
+// On MySQL the transaction runs at READ COMMITTED (see beginTx).
 
 // claim is the kind of a waiting writer's row: it keeps new readers out
 // until its Queue runs out.
@@ -29,10 +28,6 @@ const claim = 9
 
 // holdsTable names the holds table of a lease table.
 func holdsTable(table string) string { return table + "_holds" }
-
-// keepReleased is how long a released hold is remembered, so that a
-// repeated Release reports success.
-const keepReleased = time.Minute
 
 // holdsSchema is the DDL of the holds table:
 //
@@ -67,27 +62,32 @@ func holdsSchema(d Dialect, table string) string {
 // holdStmts are the statements on the holds table. Placeholders: $1 name,
 // $2 owner, $3 ttl (µs), $4 kind, $5 token, $6 meta.
 type holdStmts struct {
-	lock, clear, list, count, add, extend, release, withdraw, released, refresh, holding, inspect stmt
+	lock, state, clear, list, count, add, extend, release, withdraw, released, refresh, holding, inspect stmt
 }
 
 func (b *Backend) prepareHoldStatements() {
 	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
 	s := &b.holds
 	live := `released_us = 0 AND expires_us > {now} AND kind <> ` + strconv.Itoa(claim)
-	// The key's row, created if need be, locked until the commit.
+	// The key's row, created if need be, locked until the commit; it
+	// tells whether a mutex holds the key, and which family took it last
+	// (see kinds.go). count issues the next token, records the family ($2,
+	// with $3 the semaphore's size) and marks the row as changed now,
+	// which keeps it from a sweeper that has not seen the new hold's row.
+	const state = `kind, lim, owners <> '' AND expires_us > {now}`
 	switch b.dialect {
 	case MySQL:
-		s.lock = p(`INSERT INTO {table} (name, owners, meta) VALUES ($1, '', '') ON DUPLICATE KEY UPDATE token = token`)
-		s.count = p(`UPDATE {table} SET token = LAST_INSERT_ID(token + 1) WHERE name = $1`)
+		s.lock = p(`INSERT INTO {table} (name, owners, meta, token) VALUES ($1, '', '', {newtoken} - 1) ON DUPLICATE KEY UPDATE token = token`)
+		s.state = p(`SELECT ` + state + ` FROM {table} WHERE name = $1`)
+		s.count = p(`UPDATE {table} SET token = LAST_INSERT_ID(token + 1), kind = $2, lim = $3, expires_us = {now} WHERE name = $1`)
+	case Postgres:
+		s.lock = p(`INSERT INTO {table} AS t (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET token = t.token RETURNING ` + state)
+		s.count = p(`UPDATE {table} SET token = GREATEST(nextval('{seq}'), token + 1), kind = $2, lim = $3, expires_us = {now} WHERE name = $1 RETURNING token`)
 	default:
-		q := `INSERT INTO {table} AS t (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET token = t.token`
-		if b.dialect == SQLite {
-			q = strings.NewReplacer(" AS t ", " ", "t.", "").Replace(q)
-		}
-		s.lock = p(q)
-		s.count = p(`UPDATE {table} SET token = token + 1 WHERE name = $1 RETURNING token`)
+		s.lock = p(`INSERT INTO {table} (name, token) VALUES ($1, {newtoken} - 1) ON CONFLICT (name) DO UPDATE SET token = token RETURNING ` + state)
+		s.count = p(`UPDATE {table} SET token = token + 1, kind = $2, lim = $3, expires_us = {now} WHERE name = $1 RETURNING token`)
 	}
-	s.clear = p(`DELETE FROM {holds} WHERE name = $1 AND ((released_us = 0 AND expires_us <= {now}) OR (released_us > 0 AND released_us < {now} - ` + strconv.FormatInt(keepReleased.Microseconds(), 10) + `))`)
+	s.clear = p(`DELETE FROM {holds} WHERE name = $1 AND ((released_us = 0 AND expires_us <= {now}) OR (released_us > 0 AND released_us < {now} - ` + strconv.FormatInt(reclaimAfter.Microseconds(), 10) + `))`)
 	s.list = p(`SELECT owner, kind, token, expires_us - {now}, released_us FROM {holds} WHERE name = $1`)
 	const cols = `(name, owner, kind, token, expires_us, released_us, meta) VALUES ($1, $2, $4, $5, {now} + $3, 0, $6)`
 	if b.dialect == MySQL {
@@ -97,19 +97,16 @@ func (b *Backend) prepareHoldStatements() {
 	}
 	s.extend = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2`)
 	release := `UPDATE {holds} SET released_us = {now}, expires_us = 0 WHERE name = $1 AND owner = $2 AND ` + live
-	if b.dialect == Postgres {
-		// The notice goes out when the statement commits.
-		release = `WITH r AS (` + release + ` RETURNING 1)
-SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
-	}
-	s.release = p(release)
 	withdraw := `DELETE FROM {holds} WHERE name = $1 AND owner = $2 AND kind = ` + strconv.Itoa(claim)
 	if b.dialect == Postgres {
-		// The claim kept readers out: its withdrawal lets them in.
-		withdraw = `WITH r AS (` + withdraw + ` RETURNING 1)
-SELECT count(*), count(pg_notify('{channel}', $1)) FROM r`
+		// One round trip ends a hold or withdraws a waiting writer's
+		// claim, which kept readers out; the notice goes out when the
+		// statement commits.
+		s.release = p(`WITH r AS (` + release + ` RETURNING 1), w AS (` + withdraw + ` RETURNING 1)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM w), (SELECT count(pg_notify('{channel}', $1)) FROM (SELECT 1 FROM r UNION ALL SELECT 1 FROM w) x)`)
+	} else {
+		s.release, s.withdraw = p(release), p(withdraw)
 	}
-	s.withdraw = p(withdraw)
 	s.released = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND released_us > 0`)
 	s.refresh = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2 AND ` + live)
 	s.holding = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND ` + live)
@@ -137,14 +134,7 @@ func (b *Backend) acquireShared(ctx context.Context, req driver.Request, meta st
 
 func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta string) (g driver.Grant, err error) {
 	s := &b.holds
-	var opts *sql.TxOptions
-	if b.dialect == MySQL {
-		// The key's row serialises its attempts at any isolation level.
-		// READ COMMITTED spares the gap locks with which InnoDB's
-		// REPEATABLE READ makes attempts on different keys deadlock.
-		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	}
-	tx, err := b.db.BeginTx(ctx, opts)
+	tx, err := b.beginTx(ctx)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -157,8 +147,23 @@ func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta 
 	exec := func(st stmt, args ...any) (sql.Result, error) {
 		return tx.ExecContext(ctx, st.query, st.args(args...)...)
 	}
-	if _, err = exec(s.lock, req.Key); err != nil {
+	var (
+		family, lim int
+		mutex       bool // a mutex holds the key
+	)
+	if b.dialect == MySQL {
+		if _, err = exec(s.lock, req.Key); err != nil {
+			return
+		}
+		err = tx.QueryRowContext(ctx, s.state.query, s.state.args(req.Key)...).Scan(&family, &lim, &mutex)
+	} else {
+		err = tx.QueryRowContext(ctx, s.lock.query, s.lock.args(req.Key)...).Scan(&family, &lim, &mutex)
+	}
+	if err != nil {
 		return
+	}
+	if mutex {
+		return driver.Grant{}, kindError(req, driver.Exclusive, 0)
 	}
 	if _, err = exec(s.clear, req.Key); err != nil {
 		return
@@ -207,6 +212,14 @@ func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta 
 			wait = max(wait, h.left)
 		}
 	}
+	for _, h := range holds {
+		if h.owner == req.Owner || h.released > 0 || h.kind == claim || h.left <= 0 {
+			continue
+		}
+		if held := driver.Kind(h.kind); !driver.Compatible(held, lim, req.Kind, req.Limit) {
+			return driver.Grant{}, kindError(req, held, lim)
+		}
+	}
 	if mine != nil && mine.released == 0 && mine.kind != claim {
 		// A repeat: the same grant, extended.
 		if _, err = exec(s.extend, req.Key, req.Owner, micros(req.TTL)); err != nil {
@@ -238,15 +251,19 @@ func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta 
 		return driver.Grant{RetryAfter: max(time.Duration(wait)*time.Microsecond, time.Millisecond)}, nil
 	}
 	var token int64
+	countArgs := []any{req.Key, int(req.Kind.Family()), 0}
+	if req.Kind == driver.Permit {
+		countArgs[2] = req.Limit
+	}
 	if b.dialect == MySQL {
 		var res sql.Result
-		if res, err = exec(s.count, req.Key); err != nil {
+		if res, err = exec(s.count, countArgs...); err != nil {
 			return
 		}
 		if token, err = res.LastInsertId(); err != nil {
 			return
 		}
-	} else if err = tx.QueryRowContext(ctx, s.count.query, s.count.args(req.Key)...).Scan(&token); err != nil {
+	} else if err = tx.QueryRowContext(ctx, s.count.query, s.count.args(countArgs...)...).Scan(&token); err != nil {
 		return
 	}
 	if _, err = exec(s.add, req.Key, req.Owner, micros(req.TTL), int(req.Kind), token, meta); err != nil {
@@ -273,15 +290,21 @@ func inTheWay(want driver.Kind, k int) bool {
 // writer's claim.
 func (b *Backend) releaseShared(ctx context.Context, l driver.Lease) error {
 	s := &b.holds
-	n, err := b.exec(ctx, s.release, l.Key, l.Owner)
-	if err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
+	var released, withdrawn int64
+	var err error
+	if b.dialect == Postgres {
+		var notified int64
+		err = b.db.QueryRowContext(ctx, s.release.query, s.release.args(l.Key, l.Owner)...).Scan(&released, &withdrawn, &notified)
+	} else if released, err = b.exec(ctx, s.release, l.Key, l.Owner); err == nil && released == 0 {
+		withdrawn, err = b.exec(ctx, s.withdraw, l.Key, l.Owner)
 	}
-	if n > 0 {
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: release: %w", err)
+	case released > 0:
 		return nil
-	}
-	if _, err := b.exec(ctx, s.withdraw, l.Key, l.Owner); err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
+	case withdrawn > 0:
+		return driver.ErrNotHeld // a claim, not a hold
 	}
 	var one int
 	err = b.db.QueryRowContext(ctx, s.released.query, s.released.args(l.Key, l.Owner)...).Scan(&one)

@@ -53,6 +53,7 @@ type Reply struct {
 	Caps     driver.Capabilities
 	Err      string
 	Kind     string
+	Mismatch *driver.KindError // the KindError that Err wraps, if any
 }
 
 // Helper is the helper process's RPC service: backends by id.
@@ -89,6 +90,10 @@ func (r *Reply) fail(err error) {
 		return
 	}
 	r.Err = err.Error()
+	var ke *driver.KindError
+	if errors.As(err, &ke) {
+		r.Mismatch = ke
+	}
 	for kind, target := range sentinels {
 		if errors.Is(err, target) {
 			r.Kind = kind
@@ -272,6 +277,9 @@ func (b *remoteBackend) call(ctx context.Context, method string, c Call) (Reply,
 	}
 	if r.Err == "" {
 		return r, nil
+	}
+	if r.Mismatch != nil {
+		return r, fmt.Errorf("%s (in the helper process): %w", r.Err, r.Mismatch)
 	}
 	if target, ok := sentinels[r.Kind]; ok {
 		return r, fmt.Errorf("%s (in the helper process): %w", r.Err, target)

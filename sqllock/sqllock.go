@@ -44,6 +44,8 @@ type Backend struct {
 
 	acquire, release, released, refresh, holding, inspect, refused stmt
 	holds                                                          holdStmts
+	kinds                                                          kindStmts
+	reclaim                                                        reclaimer
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -109,6 +111,8 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	b.ready = !b.schema
 	b.prepareStatements()
 	b.prepareHoldStatements()
+	b.prepareKindStatements()
+	b.prepareReclaimStatements()
 	if b.conns != nil {
 		b.prepareConnStatements()
 	}
@@ -124,7 +128,9 @@ func (b *Backend) prepareStatements() {
 	// next token), on a row the owner holds already (a repeat: the same
 	// grant, extended) and on a live row of the same re-entrant identity
 	// (one more hold, the same token). A lease with several holds is never
-	// shortened: another hold relies on it. Each dialect evaluates the
+	// shortened: another hold relies on it. A row last taken as another
+	// family (kind <> 0) is left alone: whether its holds live is the
+	// holds table's to say (see settleKind). Each dialect evaluates the
 	// conditions against the row as it was, under the row's lock, so
 	// concurrent attempts cannot both win.
 	const (
@@ -132,26 +138,30 @@ func (b *Backend) prepareStatements() {
 		mine = `INSTR(t.owners, $6) > 0`
 		join = `($5 <> '' AND t.reentry = $5)`
 	)
-	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, 1, 1, {now} + $3, {now}, $4, $5)
+	next := `t.token + 1`
+	if b.dialect == Postgres {
+		next = `GREATEST(nextval('{seq}'), t.token + 1)`
+	}
+	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join, "NEXT", next).Replace(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)
 	ON CONFLICT (name) DO UPDATE SET
-		token = CASE WHEN LIVE THEN t.token ELSE t.token + 1 END,
+		token = CASE WHEN LIVE THEN t.token ELSE NEXT END,
 		since_us = CASE WHEN LIVE THEN t.since_us ELSE {now} END,
 		meta = CASE WHEN LIVE THEN t.meta ELSE $4 END,
 		reentry = CASE WHEN LIVE THEN t.reentry ELSE $5 END,
 		owners = CASE WHEN NOT LIVE THEN $6 WHEN MINE THEN t.owners ELSE t.owners || $2 || ',' END,
 		holds = CASE WHEN NOT LIVE THEN 1 WHEN MINE THEN t.holds ELSE t.holds + 1 END,
 		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, {now} + $3) ELSE {now} + $3 END
-	WHERE NOT LIVE OR MINE OR JOIN
+	WHERE t.kind = 0 AND (NOT LIVE OR MINE OR JOIN)
 	RETURNING t.token`)
 	switch b.dialect {
 	case Postgres:
 		// One round trip: the refused case reads the holder's remaining
-		// lease in the same statement.
+		// lease and the row's family in the same statement.
 		b.acquire = p(`WITH up AS (` + upsert + `)
-SELECT true, token, 0::BIGINT FROM up
+SELECT true, token, 0::BIGINT, 0 FROM up
 UNION ALL
-SELECT false, 0::BIGINT, expires_us - {now} FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
+SELECT false, 0::BIGINT, expires_us - {now}, kind FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
 	case MySQL:
 		// One round trip when granted: MySQL has no RETURNING, so the
 		// token comes back as LAST_INSERT_ID(expr) in the OK packet (0:
@@ -161,28 +171,29 @@ SELECT false, 0::BIGINT, expires_us - {now} FROM {table} WHERE name = $1 AND NOT
 		// (it names the owner), and holds is counted from it. The
 		// VALUES row is evaluated even when the key exists, so a refusal
 		// resets LAST_INSERT_ID to 0. Without a WHERE, a refusal
-		// assigns every column its old value.
+		// assigns every column its old value; kind, never assigned,
+		// refuses a row of another family in every column.
 		b.acquire = p(strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, LAST_INSERT_ID(1), 1, {now} + $3, {now}, $4, $5)
+	VALUES ($1, $6, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, $5)
 	ON DUPLICATE KEY UPDATE
-		token = IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1)),
-		since_us = IF(LIVE, since_us, {now}),
-		meta = IF(LIVE, meta, $4),
-		reentry = IF(LIVE, reentry, $5),
-		owners = IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6),
-		holds = LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1,
-		expires_us = IF(INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`))
+		token = IF(kind <> 0, token + LAST_INSERT_ID(0), IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1))),
+		since_us = IF(kind <> 0 OR LIVE, since_us, {now}),
+		meta = IF(kind <> 0 OR LIVE, meta, $4),
+		reentry = IF(kind <> 0 OR LIVE, reentry, $5),
+		owners = IF(kind <> 0, owners, IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6)),
+		holds = IF(kind <> 0, holds, LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1),
+		expires_us = IF(kind = 0 AND INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`))
 	default:
 		// SQLite names the old row by the table's name, without an alias.
 		b.acquire = p(strings.NewReplacer(" AS t ", " ", "t.", "").Replace(upsert))
 	}
-	b.refused = p(`SELECT expires_us - {now} FROM {table} WHERE name = $1`)
-	// The last hold leaves the row, with its token, marked free;
+	b.refused = p(`SELECT expires_us - {now}, kind FROM {table} WHERE name = $1`)
+	// The last hold leaves the row, with its token, marked free since now;
 	// last_owner remembers the release so that its repeat reports
 	// success. MySQL assigns left to right: owners, which the others read,
 	// is assigned last.
 	release := `UPDATE {table} SET last_owner = $2,
-		expires_us = CASE WHEN owners = $3 THEN 0 ELSE expires_us END,
+		expires_us = CASE WHEN owners = $3 THEN {now} ELSE expires_us END,
 		holds = holds - 1,
 		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
 	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > {now}`
@@ -198,7 +209,7 @@ SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('{channel}', $1)::TE
 	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END
 	WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
 	b.holding = p(`SELECT 1 FROM {table} WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
-	b.inspect = p(`SELECT owners <> '' AND expires_us > {now}, token, holds, expires_us - {now}, since_us, meta FROM {table} WHERE name = $1`)
+	b.inspect = p(`SELECT owners <> '' AND expires_us > {now}, token, holds, expires_us - {now}, since_us, meta, lim FROM {table} WHERE name = $1`)
 }
 
 // Dialect returns the dialect b speaks ("" for a nil *Backend).
@@ -261,13 +272,13 @@ func (b *Backend) ensure(ctx context.Context) error {
 	}
 }
 
-// createTable runs the DDL.
+// createTable runs the DDL, and brings a table made by an older version
+// up to date (see [Migration]).
 func (b *Backend) createTable(ctx context.Context) error {
-	ddl, _ := Schema(b.dialect, b.table) // checked by New
-	for _, stmt := range strings.Split(ddl, ";\n") {
+	run := func(stmt string) error {
 		var err error
-		// PostgreSQL's CREATE TABLE IF NOT EXISTS can fail when two
-		// sessions race to create the table; the second try sees it.
+		// PostgreSQL's CREATE ... IF NOT EXISTS can fail when two
+		// sessions race to create the same object; the second try sees it.
 		for range 3 {
 			if _, err = b.db.ExecContext(ctx, stmt); err == nil || ctx.Err() != nil {
 				break
@@ -275,6 +286,29 @@ func (b *Backend) createTable(ctx context.Context) error {
 		}
 		if err != nil {
 			return fmt.Errorf("sqllock: creating table %s: %w", b.table, err)
+		}
+		return nil
+	}
+	if err := run(leaseSchema(b.dialect, b.table)); err != nil {
+		return err
+	}
+	if err := run(holdsSchema(b.dialect, b.table)); err != nil {
+		return err
+	}
+	probe := `SELECT kind, lim FROM ` + b.table + ` WHERE 1 = 0`
+	if _, err := b.db.ExecContext(ctx, probe); err != nil {
+		// A table of an older version. A concurrent migration may add a
+		// column first: the probe decides.
+		for _, stmt := range addColumns(b.table) {
+			_, _ = b.db.ExecContext(ctx, stmt)
+		}
+		if _, err := b.db.ExecContext(ctx, probe); err != nil {
+			return fmt.Errorf("sqllock: adding the columns kind and lim to table %s: %w", b.table, err)
+		}
+	}
+	for _, stmt := range counterSchema(b.dialect, b.table) {
+		if err := run(stmt); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -322,7 +356,11 @@ func (b *Backend) start(ctx context.Context) error {
 	if err := b.valid(); err != nil {
 		return err
 	}
-	return b.ensure(ctx)
+	if err := b.ensure(ctx); err != nil {
+		return err
+	}
+	b.sweepSoon()
+	return nil
 }
 
 // Acquire implements driver.Backend.
@@ -372,15 +410,33 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		reentry = hex.EncodeToString(sum[:])
 	}
 	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
+	// A row last taken as another family refuses the statement; once
+	// settleKind has made it a mutex's again (its holds have all ended),
+	// the statement is made once more.
+	for settled := false; ; settled = true {
+		g, family, err := b.acquireOnce(ctx, req, args)
+		if err != nil || g.Acquired || family == 0 || settled {
+			return g, err
+		}
+		if err := b.settleKind(ctx, req); err != nil {
+			return driver.Grant{}, err
+		}
+	}
+}
+
+// acquireOnce runs the mutex statement once, and on a refusal reads the
+// holder's remaining lease and the row's family (kind).
+func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []any) (driver.Grant, int64, error) {
 	type answer struct {
 		granted bool
 		token   int64
 		left    sql.NullInt64 // the holder's remaining lease, when refused
+		kind    sql.NullInt64 // the row's family, when refused
 	}
 	a, err := retryConflict(ctx, func() (a answer, err error) {
 		switch b.dialect {
 		case Postgres:
-			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.granted, &a.token, &a.left)
+			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.granted, &a.token, &a.left, &a.kind)
 			if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
 				return answer{}, nil
 			}
@@ -400,24 +456,24 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		return a, err
 	})
 	if err != nil {
-		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
+		return driver.Grant{}, 0, fmt.Errorf("sqllock: acquire: %w", err)
 	}
-	granted, token, left := a.granted, a.token, a.left
-	if granted {
-		return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
+	if a.granted {
+		return driver.Grant{Acquired: true, Token: uint64(a.token), ValidFor: req.TTL - b.drift(req.TTL)}, 0, nil
 	}
+	left, kind := a.left, a.kind
 	if b.dialect != Postgres {
 		// A second round trip, on the refused path only.
-		err := b.db.QueryRowContext(ctx, b.refused.query, b.refused.args(req.Key)...).Scan(&left)
+		err := b.db.QueryRowContext(ctx, b.refused.query, b.refused.args(req.Key)...).Scan(&left, &kind)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return driver.Grant{}, nil // refused; the wait is only unknown
+			return driver.Grant{}, 0, nil // refused; the wait is only unknown
 		}
 	}
 	g := driver.Grant{}
 	if left.Valid {
 		g.RetryAfter = max(time.Duration(left.Int64)*time.Microsecond, time.Millisecond)
 	}
-	return g, nil
+	return g, kind.Int64, nil
 }
 
 // Release implements driver.Backend.
@@ -534,10 +590,10 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	var (
 		held               bool
 		token, left, since int64
-		holds              int
+		holds, lim         int
 		meta               string
 	)
-	err := b.db.QueryRowContext(ctx, b.inspect.query, b.inspect.args(key)...).Scan(&held, &token, &holds, &left, &since, &meta)
+	err := b.db.QueryRowContext(ctx, b.inspect.query, b.inspect.args(key)...).Scan(&held, &token, &holds, &left, &since, &meta, &lim)
 	if errors.Is(err, sql.ErrNoRows) {
 		return driver.Info{}, nil
 	}
@@ -556,6 +612,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 		// A read-write lock or a semaphore keeps its holds apart.
 		if meta, err = b.inspectShared(ctx, key, &info); err != nil {
 			return driver.Info{}, err
+		}
+		if info.Kind == driver.Permit {
+			info.Limit = lim
 		}
 		since = -1
 	} else if held {
@@ -587,6 +646,7 @@ func (b *Backend) Close() error {
 		return err
 	}
 	b.closeListener()
+	b.reclaim.close()
 	if b.conns != nil {
 		b.conns.close()
 	}

@@ -89,6 +89,9 @@ func (d database) harness(t *testing.T) distlocktest.Harness {
 		NewBackend: func(t testing.TB) driver.Backend { return d.backend(t) },
 		Expire:     func(t testing.TB, key string) { d.expire(t, admin, key) },
 		TTL:        500 * time.Millisecond,
+		Stored:     func(t testing.TB, prefix string) []string { return d.stored(t, admin, prefix) },
+		// A free key's row stays for 10s, then goes at the next sweep.
+		Reclaim: 40 * time.Second,
 	}
 }
 
