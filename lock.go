@@ -500,7 +500,7 @@ func (l *Lock) markLost() {
 	defer l.unlock()
 	l.lostForSure = true
 	l.expire(time.Now()) // past the deadline, the lease expired first: say so, whatever the timer's delay
-	if !l.unlocked { // a loss that raced with Unlock must not relabel it
+	if !l.unlocked {     // a loss that raced with Unlock must not relabel it
 		l.end(context.Background(), ErrLockLost, LossReported)
 	}
 }
