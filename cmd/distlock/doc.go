@@ -153,7 +153,9 @@
 // Done closes by ValidUntil plus --slack, the lock is never left free while
 // a healthy worker waits, the register's history is linearizable — prints a
 // table (or JSON with --json, and a timeline with --timeline), and exits 1
-// if any check failed. See internal/torture for the checks' definitions.
+// if any check failed, or if the run proved less than asked: no lock was
+// granted, or a fault class in --faults was never injected. See
+// internal/torture for the checks' definitions.
 //
 // # Exit status
 //

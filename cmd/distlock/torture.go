@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,7 +56,12 @@ holder's lease is valid; every Done closes by ValidUntil plus --slack (time
 a worker spent stopped is not held against it); the lock never stays free
 for long while a healthy worker waits; and the register's history is
 linearizable (porcupine). It prints a table, and exits 1 if any check
-failed. Overlapping "believed held" windows are counted, not failed: a
+failed, and also if the run proved less than asked: no lock was granted,
+or a fault class asked for was never injected (the schedule injects one
+fault every half to two TTLs: a run of a few TTLs may miss a class).
+A fault the deployment cannot take (cut without a connection a proxy can
+carry, server without --servers) is refused when asked for, and left out
+of the default with a note. Overlapping "believed held" windows are counted, not failed: a
 paused holder believes it holds after its lease ended, and that is what the
 fence is for.
 
@@ -161,7 +167,7 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 		cfg.URL = "redis://127.0.0.1:1/0"
 	}
 	if err := cfg.Validate(); err != nil {
-		return c.usageError("torture", "%s", strings.TrimPrefix(err.Error(), torture.ErrBadConfig.Error()+": "))
+		return c.usageError("torture", "%s", badConfigText(err))
 	}
 
 	// Ctrl-C ends the run early; the report still covers what ran.
@@ -175,15 +181,39 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 		}
 		defer srv.close()
 		srv.configure(&cfg)
-	} else if code := c.probeBackend(ctx, cfg.URL, o.ttl); code != exitOK {
-		return code
+	}
+	// A fault asked for that cannot be injected is refused: the run would
+	// test nothing of it. One of the defaults is left out, with a note.
+	var notes []string
+	if !set["faults"] {
+		cfg.Faults = slices.DeleteFunc(cfg.Faults, func(class string) bool {
+			err := cfg.Injectable(class)
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("%s faults left out: %s", class, badConfigText(err)))
+			}
+			return err != nil
+		})
+	}
+	for _, class := range cfg.Faults {
+		if err := cfg.Injectable(class); err != nil {
+			return c.usageError("torture", "%s", badConfigText(err))
+		}
+	}
+	if o.servers == "" {
+		if code := c.probeBackend(ctx, cfg.URL, o.ttl); code != exitOK {
+			return code
+		}
 	}
 	fmt.Fprintf(c.stderr, "torture: %d workers for %v against %s, seed %d\n", o.workers, o.duration, redactURL(cfg.URL), o.seed)
 	rep, err := torture.Run(ctx, cfg)
+	if errors.Is(err, torture.ErrBadConfig) {
+		return c.usageError("torture", "%s", badConfigText(err))
+	}
 	if err != nil {
 		return c.fail(exitUnavailable, "torture", "%v", err)
 	}
 	rep.Servers = o.servers
+	rep.Notes = append(notes, rep.Notes...)
 	if o.json == "-" {
 		if err := rep.WriteJSON(c.stdout); err != nil {
 			return c.fail(exitSoftware, "torture", "%v", err)
@@ -209,6 +239,12 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 		return exitViolation
 	}
 	return exitOK
+}
+
+// badConfigText is the message of a torture.ErrBadConfig error without the
+// error's prefix.
+func badConfigText(err error) string {
+	return strings.TrimPrefix(err.Error(), torture.ErrBadConfig.Error()+": ")
 }
 
 // parseFaults reads --faults; explicit says the flag was given.

@@ -277,3 +277,36 @@ func TestCrashAndInconclusive(t *testing.T) {
 		t.Error("a run with a grant and no violation failed")
 	}
 }
+
+// TestFaultNeverInjectedFailsTheRun: a run that asked for a fault class and
+// never injected one of its faults tested nothing of it, so it must fail
+// as inconclusive, however clean its history.
+func TestFaultNeverInjectedFailsTheRun(t *testing.T) {
+	h := history(held(0, 1, 100*ms, 200*ms), held(1, 2, 210*ms, 300*ms))
+	f := Check(h, checkOpts)
+	cfg := Config{URL: "redis://127.0.0.1:1/0", Workers: 2, Duration: time.Second, TTL: 500 * time.Millisecond, Seed: 7,
+		Faults: []string{ClassPause, ClassCut, ClassServer}}
+	// A blackhole is a cut fault; nothing of the server class happened.
+	r := newReport(cfg, h, f, checkOpts, map[string]int{FaultPause: 2, FaultBlackhole: 1})
+	if !r.Failed() {
+		t.Fatal("a run that never injected a server fault it asked for passed")
+	}
+	why := r.Inconclusive()
+	if !strings.Contains(why, "server") || strings.Contains(why, "cut") || strings.Contains(why, "pause") {
+		t.Errorf("Inconclusive() = %q; want it to name the server faults alone", why)
+	}
+	var out strings.Builder
+	r.WriteTable(&out)
+	if !strings.Contains(out.String(), "INCONCLUSIVE") || !strings.Contains(out.String(), "server") {
+		t.Errorf("report:\n%s\nwant an INCONCLUSIVE verdict naming the server faults", out.String())
+	}
+
+	r = newReport(cfg, h, f, checkOpts, map[string]int{FaultPause: 2, FaultCut: 1, FaultServerRestart: 1})
+	if r.Failed() {
+		t.Errorf("a clean run that injected every class it asked for failed: %q", r.Inconclusive())
+	}
+	cfg.Faults = nil
+	if r := newReport(cfg, h, f, checkOpts, nil); r.Failed() {
+		t.Errorf("a clean run without faults, as asked, failed: %q", r.Inconclusive())
+	}
+}

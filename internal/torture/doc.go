@@ -38,8 +38,10 @@
 //     last went unrecorded, so a crash could hide any of the above; its
 //     holdings end at the crash.
 //
-// A run in which no lock was granted fails too, as inconclusive: it
-// checked nothing.
+// A run fails too, as inconclusive, when it proved less than asked: no
+// lock was granted, so it checked nothing; or a fault class it was asked
+// for ([Config.Faults]) was never injected, so it checked nothing under
+// that fault. [Run] refuses a class the deployment cannot take at all.
 //
 // Reported without failing: how many "believed held" windows overlapped
 // (a paused holder believes it holds after its lease ended: that is what

@@ -70,9 +70,6 @@ type pending struct {
 func newScheduler(h *harness, seed uint64) *scheduler {
 	s := &scheduler{h: h, rng: rand.New(rand.NewPCG(seed, seed^0x746f7274757265)), pending: map[*pending]struct{}{}}
 	for _, c := range h.cfg.Faults {
-		if c == ClassCut && !h.proxy {
-			continue
-		}
 		if !contains(s.classes, c) {
 			s.classes = append(s.classes, c)
 		}

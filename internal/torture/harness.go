@@ -136,6 +136,46 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// Injectable returns nil if a run of c can inject faults of class, or an
+// error wrapping ErrBadConfig that says why it cannot: the server faults
+// need servers the run started, the cut faults a connection that a proxy
+// can carry.
+func (c *Config) Injectable(class string) error {
+	switch class {
+	case ClassServer:
+		if len(c.Servers) == 0 {
+			return fmt.Errorf("%w: fault %q needs servers the run starts itself", ErrBadConfig, class)
+		}
+	case ClassCut:
+		if len(c.Routes) > 0 {
+			return nil
+		}
+		_, err := proxiedHosts(c.URL)
+		switch {
+		case errors.Is(err, errNoNetwork):
+			return fmt.Errorf("%w: fault %q: this backend has no network connection to cut", ErrBadConfig, class)
+		case errors.Is(err, errNoProxy):
+			return fmt.Errorf("%w: fault %q: this backend's clients find their servers themselves, so a proxy cannot carry their traffic", ErrBadConfig, class)
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// classOf returns the class of a fault kind.
+func classOf(kind string) string {
+	switch kind {
+	case FaultPause:
+		return ClassPause
+	case FaultKill:
+		return ClassKill
+	case FaultCut, FaultBlackhole:
+		return ClassCut
+	}
+	return ClassServer
+}
+
 // errNoProxy: the URL's scheme finds its servers by itself (Sentinel,
 // Cluster), so a proxy in front of the given hosts would not carry the
 // lock's traffic.
@@ -241,8 +281,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if contains(cfg.Faults, ClassServer) && len(cfg.Servers) == 0 {
-		return nil, fmt.Errorf("%w: fault %q needs servers the run starts itself", ErrBadConfig, ClassServer)
+	// A run that asks for a fault it cannot inject would test nothing of it.
+	for _, class := range cfg.Faults {
+		if err := cfg.Injectable(class); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Key == "" {
 		cfg.Key = "distlock-torture:" + randomHex(6)
@@ -250,14 +293,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h := &harness{cfg: cfg, secret: randomHex(16)}
 	hosts, err := proxiedHosts(cfg.URL)
 	h.proxy = err == nil || len(cfg.Routes) > 0
-	var notes []string
-	switch {
-	case h.proxy || !contains(cfg.Faults, ClassCut):
-	case errors.Is(err, errNoNetwork):
-		notes = append(notes, "cut faults skipped: this backend has no network connection to cut")
-	default:
-		notes = append(notes, "cut faults skipped: this backend's clients find their servers themselves, so a proxy cannot carry their traffic")
-	}
 	h.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -327,7 +362,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	find := Check(hist, opts)
 	rep := newReport(cfg, hist, find, opts, h.faults.snapshot())
-	rep.Notes = append(rep.Notes, notes...)
 	rep.Notes = append(rep.Notes, h.notes...)
 	if ctx.Err() != nil {
 		rep.Notes = append(rep.Notes, "interrupted before the planned duration")

@@ -26,8 +26,11 @@ type Report struct {
 	Seed       uint64   `json:"seed"`
 	Faults     []string `json:"faults"`
 
-	Operations      Operations     `json:"operations"`
-	FaultCounts     map[string]int `json:"faults_injected"`
+	Operations  Operations     `json:"operations"`
+	FaultCounts map[string]int `json:"faults_injected"`
+	// FaultsMissing lists the classes the run asked for of which it
+	// injected no fault: it tested nothing of them, and so fails.
+	FaultsMissing   []string       `json:"faults_not_injected,omitempty"`
 	ViolationCounts map[string]int `json:"violation_counts"`
 	Violations      []Violation    `json:"violations"`
 	Findings        Findings       `json:"findings"`
@@ -96,6 +99,15 @@ func newReport(cfg Config, h *History, f Findings, o CheckOptions, faults map[st
 	for _, v := range f.Violations {
 		r.ViolationCounts[v.Kind]++
 	}
+	for _, class := range cfg.Faults {
+		injected := false
+		for kind, n := range faults {
+			injected = injected || n > 0 && classOf(kind) == class
+		}
+		if !injected {
+			r.FaultsMissing = append(r.FaultsMissing, class)
+		}
+	}
 	r.Violations = f.Violations[:min(len(f.Violations), maxListed)]
 	if r.Violations == nil {
 		r.Violations = []Violation{}
@@ -138,16 +150,24 @@ func redact(raw string) string {
 	return raw
 }
 
-// Failed reports whether the run found any violation.
+// Failed reports whether the run found any violation, or proved less than
+// it was asked to (see Inconclusive).
 func (r *Report) Failed() bool { return len(r.Findings.Violations) > 0 || r.Inconclusive() != "" }
 
-// Inconclusive says why a run without violations proves nothing, or
-// returns "": no lock was granted, so there was nothing to check.
+// Inconclusive says why a run, violations or not, proves less than it was
+// asked to, or returns "": no lock was granted, so nothing was checked; or
+// a fault class it asked for was never injected, so nothing was checked
+// under that fault.
 func (r *Report) Inconclusive() string {
+	var why []string
 	if r.Operations.Grants == 0 {
-		return fmt.Sprintf("no lock was granted in %d Lock calls (%d failed): nothing was checked", r.Operations.LockCalls, r.Operations.LockErrors)
+		why = append(why, fmt.Sprintf("no lock was granted in %d Lock calls (%d failed): nothing was checked", r.Operations.LockCalls, r.Operations.LockErrors))
 	}
-	return ""
+	if len(r.FaultsMissing) > 0 {
+		why = append(why, fmt.Sprintf("no %s fault was injected, though asked for: nothing was checked under it (run longer, or ask for fewer faults)",
+			strings.Join(r.FaultsMissing, " or ")))
+	}
+	return strings.Join(why, "; ")
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -190,11 +210,14 @@ func (r *Report) WriteTable(w io.Writer) {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
-	if len(kinds) == 0 {
+	if len(kinds) == 0 && len(r.FaultsMissing) == 0 {
 		fmt.Fprintln(w, "  none")
 	}
 	for _, k := range kinds {
 		row(k, r.FaultCounts[k], "")
+	}
+	for _, class := range r.FaultsMissing {
+		row(class, 0, "(asked for, never injected)")
 	}
 
 	fmt.Fprintln(w, "Violations")
@@ -239,6 +262,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nFAIL: %d violations in %d holdings. Replay the fault schedule with --seed %d.\n",
 		len(r.Findings.Violations), op.Grants, r.Seed)
+	if why := r.Inconclusive(); why != "" {
+		fmt.Fprintf(w, "  Also INCONCLUSIVE: %s.\n", why)
+	}
 	start := int64(0)
 	if r.History != nil {
 		start = r.History.Start
