@@ -146,10 +146,13 @@
 // fenced register that torture keeps; meanwhile it pauses (SIGSTOP) and
 // kills workers, cuts or blackholes their connections through proxies of
 // their own, and, with --servers (redis, redis-nopersist, redlock,
-// sentinel, sentinel-one, sentinel-nowait, zk, etcd, postgres, mariadb: servers it starts itself), pauses, kills and
-// restarts the servers and, with Sentinel, makes it fail over, on a
-// schedule drawn from --seed. It then checks the history — tokens only increase and
-// are never granted twice, no lock is granted while another lease is valid,
+// sentinel, sentinel-one, sentinel-nowait, zk, etcd, postgres, mariadb,
+// postgres-connection, mariadb-connection, sqlite: servers it starts
+// itself), pauses, kills and restarts the servers and, with Sentinel,
+// makes it fail over, on a schedule drawn from --seed. It then checks the
+// history — tokens only increase and are never granted twice, no lock is
+// granted while another lease is valid (nor, for a lock that ends with its
+// holder's connection, lock=connection, while that connection lived),
 // Done closes by ValidUntil plus --slack, the lock is never left free while
 // a healthy worker waits, the register's history is linearizable — prints a
 // table (or JSON with --json, and a timeline with --timeline), and exits 1

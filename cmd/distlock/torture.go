@@ -78,14 +78,19 @@ losses), zk (a ZooKeeper ensemble of three
 servers; workers' sessions last 2s), etcd (a cluster of three members,
 built from this source tree unless $DISTLOCK_ETCD names a server),
 postgres and mariadb (a database
-server each, its lease table), sqlite (a database file in a
+server each, its lease table), postgres-connection and mariadb-connection
+(the same servers, with the database's own locks held on a connection
+each, lock=connection: a lock ends the moment its holder's connection
+does, and the exclusion check knows it; so it does for any --url with
+lock=connection), sqlite (a database file in a
 temporary directory: no server, so no cut or server faults). Each worker
 reaches the sentinels and the servers they name through proxies of its
 own. Only with --servers is the server fault available. Exit status 1 means a violation was found.
 `
 
 // serverKinds are the deployments --servers can start.
-var serverKinds = []string{"redis", "redis-nopersist", "redlock", "sentinel", "sentinel-one", "sentinel-nowait", "zk", "etcd", "postgres", "mariadb", "sqlite"}
+var serverKinds = []string{"redis", "redis-nopersist", "redlock", "sentinel", "sentinel-one", "sentinel-nowait", "zk", "etcd",
+	"postgres", "mariadb", "postgres-connection", "mariadb-connection", "sqlite"}
 
 type tortureOptions struct {
 	url      string

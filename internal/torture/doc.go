@@ -25,7 +25,12 @@
 //   - exclusion: a holding was granted while another holding's lease was
 //     still valid: before that holder's ValidUntil, and before it began to
 //     release (a grant whose reply came after its own ValidUntil held
-//     nothing, and counts on neither side);
+//     nothing, and counts on neither side). A connection-scoped lock
+//     (sqllock's lock=connection) ends earlier, the moment its holder's
+//     connection dies, and the server may grant it again at once: there
+//     the holding ends, too, at the first fault that may have ended its
+//     connection (its process killed, its connections cut or blackholed,
+//     a server fault), and only a grant before that is an overlap;
 //   - done-late: a holder's Done closed later than its ValidUntil plus the
 //     slack, not counting time the holder's process was paused;
 //   - stall: the lock stayed free of any holder for longer than the stall

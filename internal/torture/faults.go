@@ -208,9 +208,8 @@ func (s *scheduler) kill(sl *slot, restartAfter time.Duration) {
 	sl.mu.Lock()
 	p, w := sl.proc, sl.w
 	sl.mu.Unlock()
-	sl.markKilled(p)
+	now := sl.markKilled(p).UnixNano()
 	p.Kill(stopGrace)
-	now := time.Now().UnixNano()
 	s.h.rec.fault(Fault{Kind: FaultKill, Target: w.ID, Slot: sl.n, From: now, To: now})
 	s.h.faults.add(FaultKill)
 	s.later(restartAfter, func() {

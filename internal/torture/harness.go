@@ -176,6 +176,21 @@ func classOf(kind string) string {
 	return ClassServer
 }
 
+// connectionScoped reports whether the locks of the backend that raw names
+// end the moment their holder's connection does: SQL locks with
+// lock=connection (see package sqllock's WithConnectionScope).
+func connectionScoped(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "postgres", "postgresql", "mysql":
+		return u.Query().Get("lock") == "connection"
+	}
+	return false
+}
+
 // errNoProxy: the URL's scheme finds its servers by itself (Sentinel,
 // Cluster), so a proxy in front of the given hosts would not carry the
 // lock's traffic.
@@ -249,10 +264,10 @@ type slot struct {
 	proc    *launch.Proc
 	w       *Worker
 	out     *lineWriter
-	hello   chan struct{}         // closed when the current process said hello
-	ready   chan struct{}         // closed once spawn has recorded the current process
-	killed  map[*launch.Proc]bool // processes killed on purpose
-	faulted bool                  // a fault is under way on this slot
+	hello   chan struct{}              // closed when the current process said hello
+	ready   chan struct{}              // closed once spawn has recorded the current process
+	killed  map[*launch.Proc]time.Time // processes killed on purpose, and when
+	faulted bool                       // a fault is under way on this slot
 }
 
 // harness runs one torture run.
@@ -355,10 +370,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	end := time.Now()
 	hist := h.rec.finish(end, h.reg.Ops())
 	opts := CheckOptions{
-		Slack:      cfg.Slack,
-		StallLimit: stallLimit(cfg.TTL),
-		Recovery:   recovery(cfg.TTL),
-		LinTimeout: linTimeout,
+		Slack:            cfg.Slack,
+		StallLimit:       stallLimit(cfg.TTL),
+		Recovery:         recovery(cfg.TTL),
+		LinTimeout:       linTimeout,
+		ConnectionScoped: connectionScoped(cfg.URL),
 	}
 	find := Check(hist, opts)
 	rep := newReport(cfg, hist, find, opts, h.faults.snapshot())
@@ -455,14 +471,18 @@ func (h *harness) spawn(s *slot) error {
 	go func() {
 		defer h.wg.Done()
 		<-p.Done()
+		end := time.Now()
 		s.mu.Lock()
-		killed := s.killed[p]
+		killedAt, killed := s.killed[p]
 		s.mu.Unlock()
+		if killed {
+			end = killedAt
+		}
 		// Workers exit 0 when told to stop; any other end is a crash,
 		// which may hide violations (see VCrash).
 		code := p.ExitCode()
 		crashed := !killed && (code != 0 || !h.isStopped())
-		h.rec.ended(w, time.Now(), killed, crashed, code)
+		h.rec.ended(w, end, killed, crashed, code)
 	}()
 	return nil
 }
@@ -644,13 +664,17 @@ func (h *harness) note(s string) {
 	h.notes = append(h.notes, s)
 }
 
-// markKilled records that p is being killed on purpose: its holdings end
-// there, and that is not a violation of the lock's promises.
-func (s *slot) markKilled(p *launch.Proc) {
+// markKilled records that p is about to be killed on purpose, and returns
+// the time: its holdings end then, and that is not a violation of the
+// lock's promises. Call it before the signal: a connection-scoped lock is
+// freed as soon as the process is gone.
+func (s *slot) markKilled(p *launch.Proc) time.Time {
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.killed == nil {
-		s.killed = map[*launch.Proc]bool{}
+		s.killed = map[*launch.Proc]time.Time{}
 	}
-	s.killed[p] = true
+	s.killed[p] = now
+	return now
 }

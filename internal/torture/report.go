@@ -25,6 +25,9 @@ type Report struct {
 	StallLimit string   `json:"stall_limit"`
 	Seed       uint64   `json:"seed"`
 	Faults     []string `json:"faults"`
+	// ConnectionScoped: the locks end with their holder's connection, and
+	// the exclusion check knew it (see CheckOptions).
+	ConnectionScoped bool `json:"connection_scoped,omitempty"`
 
 	Operations  Operations     `json:"operations"`
 	FaultCounts map[string]int `json:"faults_injected"`
@@ -79,19 +82,20 @@ func percentiles(ns []int64) Percentiles {
 
 func newReport(cfg Config, h *History, f Findings, o CheckOptions, faults map[string]int) *Report {
 	r := &Report{
-		Backend:         redact(cfg.URL),
-		Workers:         cfg.Workers,
-		Duration:        cfg.Duration.String(),
-		TTL:             cfg.TTL.String(),
-		Slack:           cfg.Slack.String(),
-		StallLimit:      o.StallLimit.String(),
-		Seed:            cfg.Seed,
-		Faults:          cfg.Faults,
-		FaultCounts:     faults,
-		ViolationCounts: map[string]int{},
-		Findings:        f,
-		DoneLatency:     percentiles(f.DoneLatency),
-		History:         h,
+		Backend:          redact(cfg.URL),
+		Workers:          cfg.Workers,
+		Duration:         cfg.Duration.String(),
+		TTL:              cfg.TTL.String(),
+		Slack:            cfg.Slack.String(),
+		StallLimit:       o.StallLimit.String(),
+		Seed:             cfg.Seed,
+		Faults:           cfg.Faults,
+		ConnectionScoped: o.ConnectionScoped,
+		FaultCounts:      faults,
+		ViolationCounts:  map[string]int{},
+		Findings:         f,
+		DoneLatency:      percentiles(f.DoneLatency),
+		History:          h,
 	}
 	for _, k := range ViolationKinds {
 		r.ViolationCounts[k] = 0
@@ -187,8 +191,12 @@ func (r *Report) WriteTable(w io.Writer) {
 	if faults == "" {
 		faults = "none"
 	}
-	fmt.Fprintf(w, "distlock torture: %s%s\n%d workers, %s, TTL %s, faults %s, seed %d\n\n",
-		r.Backend, servers, r.Workers, r.Duration, r.TTL, faults, r.Seed)
+	scope := ""
+	if r.ConnectionScoped {
+		scope = " (locks end with their holder's connection)"
+	}
+	fmt.Fprintf(w, "distlock torture: %s%s%s\n%d workers, %s, TTL %s, faults %s, seed %d\n\n",
+		r.Backend, servers, scope, r.Workers, r.Duration, r.TTL, faults, r.Seed)
 
 	row := func(name string, n int, note string) {
 		if note != "" {
