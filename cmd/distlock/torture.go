@@ -317,6 +317,40 @@ func writeFile(path string, write func(w io.Writer) error) error {
 	return f.Close()
 }
 
+// workerOpenTimeout bounds how long a worker tries to open its backend.
+const workerOpenTimeout = time.Minute
+
+// openWorkerBackend opens the backend at rawURL for a worker, trying again
+// for up to workerOpenTimeout: a worker that replaces a killed one may
+// start while its connections are cut or a server is down, and a backend
+// that connects when opened (SQL) fails then. A bad URL fails at once.
+func (c *cli) openWorkerBackend(ctx context.Context, rawURL string) (*backend, int) {
+	deadline := time.Now().Add(workerOpenTimeout)
+	for {
+		var msg strings.Builder
+		quiet := *c
+		quiet.stderr = &msg
+		attempt := time.Now().Add(contactTimeout)
+		if attempt.After(deadline) {
+			attempt = deadline
+		}
+		b, code := quiet.open(ctx, tortureWorkerCommand, rawURL, attempt)
+		if b != nil {
+			return b, code
+		}
+		if code == exitUsage || ctx.Err() != nil || time.Now().After(deadline) {
+			fmt.Fprint(c.stderr, msg.String())
+			return nil, code
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
 // tortureWorkerCmd runs one worker of 'distlock torture'. The backend URL
 // comes from the environment, so that a password does not show in ps.
 func (c *cli) tortureWorkerCmd(ctx context.Context, args []string) int {
@@ -351,7 +385,7 @@ func (c *cli) tortureWorkerCmd(ctx context.Context, args []string) int {
 		defer close()
 	} else {
 		var code int
-		if b, code = c.open(ctx, tortureWorkerCommand, c.getenv(torture.URLEnv), time.Now().Add(contactTimeout)); b == nil {
+		if b, code = c.openWorkerBackend(ctx, c.getenv(torture.URLEnv)); b == nil {
 			return code
 		}
 		defer b.close()
