@@ -17,16 +17,17 @@ import (
 
 // Exit statuses. See the package documentation for what each one means.
 const (
-	exitOK          = 0
-	exitFree        = 1  // status: a KEY is free
-	exitUsage       = 64 // EX_USAGE
-	exitUnavailable = 69 // EX_UNAVAILABLE
-	exitSoftware    = 70 // EX_SOFTWARE
-	exitNotObtained = 75 // EX_TEMPFAIL
-	exitLeaseLost   = 79
-	exitCannotExec  = 126
-	exitNotFound    = 127
-	exitSignalBase  = 128
+	exitOK           = 0
+	exitFree         = 1  // status: a KEY is free
+	exitUsage        = 64 // EX_USAGE
+	exitKindMismatch = 65 // EX_DATAERR: KEY is held as another kind of lock
+	exitUnavailable  = 69 // EX_UNAVAILABLE
+	exitSoftware     = 70 // EX_SOFTWARE
+	exitNotObtained  = 75 // EX_TEMPFAIL
+	exitLeaseLost    = 79
+	exitCannotExec   = 126
+	exitNotFound     = 127
+	exitSignalBase   = 128
 )
 
 // urlEnv names the environment variable that supplies the backend URL when
@@ -153,6 +154,8 @@ const exitHelp = `Exit status:
   1      status: a KEY is free; unlock: KEY was not held; torture: a
          violation was found
   64     usage error: bad flag or argument, malformed URL, unknown scheme
+  65     run: KEY is held as another kind of lock (--limit, --shared,
+         --exclusive or none of them, another --limit) than this run asks for
   69     backend unavailable, refusing the configuration (password,
          database, TLS), or unable to do what was asked
   70     internal error (demo: the rule broke even with the lock)

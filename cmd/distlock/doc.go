@@ -52,7 +52,9 @@
 // --limit N makes KEY a semaphore, as consul lock -n: up to N runs hold it
 // at once. --shared and --exclusive make KEY a read-write lock, as flock -s
 // and -x: --shared runs hold it together, an --exclusive run alone. All
-// runs on one KEY must use it the same way.
+// runs on one KEY must use it the same way. A run that finds KEY held
+// another way (a mutex, a read-write lock, a semaphore of another --limit)
+// does not wait: it exits 65 at once, naming both ways.
 // If the backend does not answer at all, run tries for 5 seconds (or
 // --wait, if shorter) and exits 69; once it has answered, failures are
 // retried for as long as the wait lasts, with a warning on standard error.
@@ -166,6 +168,8 @@
 //	1      for status, a KEY is free; for torture, a check found a violation
 //	1..    for run, CMD's own exit status is passed on
 //	64     usage error: bad flag or argument, malformed URL, unknown scheme (EX_USAGE)
+//	65     for run, KEY is held as another kind of lock than this run asks for: a mutex,
+//	       a read-write lock, or a semaphore of another --limit (EX_DATAERR)
 //	69     the backend is unavailable, refuses the configuration (password, database,
 //	       TLS), or cannot do what was asked (EX_UNAVAILABLE)
 //	70     internal error; for demo, the rule broke even with the lock (EX_SOFTWARE)
@@ -176,8 +180,14 @@
 //	127    CMD was not found
 //	128+n  CMD was killed by signal n, or run was interrupted by signal n while waiting
 //
-// 64, 69, 70 and 75 are the codes of sysexits.h, so scripts can tell "try
-// again later" (75) from "fix the command line" (64). The lease-lost code
+// 64, 65, 69, 70 and 75 are the codes of sysexits.h, so scripts can tell
+// "try again later" (75) from "fix the command line" (64). 65 is neither:
+// each command line is fine alone, but the runs sharing KEY disagree on
+// its kind, so one of them must change. Waiting would not help while runs
+// of the other kind keep coming, and a quiet skip (--conflict-exit 0)
+// would skip every turn for good, so run does neither. It is EX_DATAERR,
+// "the input data was incorrect", here the key as other runs use it;
+// EX_USAGE would hide it among typing errors. The lease-lost code
 // lies outside both the sysexits range (64–78), which programs using
 // sysexits.h may return as CMD, and the shells' range (126 and up), so it
 // does not collide with the codes commands commonly use; it is also not

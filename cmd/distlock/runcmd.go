@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 )
 
 // Environment variables run passes to CMD.
@@ -150,7 +151,9 @@ read-write lock, as flock -s and -x: any number of --shared runs hold it
 together, while an --exclusive run waits until they are done and holds it
 alone (and, while it waits, keeps new --shared runs out). Every run on one
 KEY must use it the same way: as a lock (neither flag), with the same
---limit, or with --shared and --exclusive.
+--limit, or with --shared and --exclusive. A run that finds KEY held
+another way exits 65 at once, naming both ways, without waiting and
+whatever --conflict-exit says: one of the command lines is wrong.
 
 Every flag but --key can also be set in the environment, as the flag's
 name in upper case with DISTLOCK_ in front (--conflict-exit is
@@ -300,6 +303,13 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	// instead of being retried for the whole wait, maybe forever; once it
 	// has answered, failures are retried as long as the wait lasts.
 	l, err := tryUntilAnswered(actx, m, b, time.Now().Add(contact))
+	if errors.Is(err, driver.ErrKindMismatch) {
+		// Held as another kind: waiting would not help while runs of
+		// that kind keep coming, and the mistake is in a command line.
+		close(stop)
+		<-stopped
+		return nil, c.kindMismatch(o, err)
+	}
 	// A free key refused by a server's restart guard is not a conflict:
 	// say why, rather than "held elsewhere", or nothing while waiting.
 	guard := ""
@@ -333,6 +343,8 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 		return nil, c.fail(exitSignalBase+signalNumber(sig.sig), "run", "%s while waiting for %q", sig, o.key)
 	}
 	switch {
+	case errors.Is(err, driver.ErrKindMismatch): // the key's holders changed kind while run waited
+		return nil, c.kindMismatch(o, err)
 	case err == nil:
 		if o.log != nil {
 			o.log.Info("distlock run: acquired", "key", o.key, "token", l.Token(), "wait", time.Since(start), "valid_until", l.ValidUntil())
@@ -360,6 +372,42 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	default:
 		return nil, c.backendFailed("run", "backend unavailable", err)
 	}
+}
+
+// kindMismatch ends run for a key held as another kind of lock than o
+// asks for (err wraps driver.ErrKindMismatch), naming both in run's terms.
+// It is not a conflict: --conflict-exit does not apply, for a cron job
+// that skips its turn quietly would skip it for good.
+func (c *cli) kindMismatch(o *runOptions, err error) int {
+	var ke *driver.KindError
+	if !errors.As(err, &ke) {
+		return c.fail(exitKindMismatch, "run", "lock %q is held as another kind of lock than this run asks for: %s", o.key, errText(err))
+	}
+	asked := runKind(ke.Asked, ke.AskedLimit)
+	if ke.Asked == driver.Write {
+		asked = "the write side of a read-write lock (run --exclusive)"
+	}
+	return c.fail(exitKindMismatch, "run", "lock %q is held as %s, and this run asks for %s: every run on one KEY must use it the same way (use another KEY for another kind of lock)",
+		o.key, runKind(ke.Held.Family(), ke.HeldLimit), asked)
+}
+
+// runKind names a kind of lock with the run flags that take it; Write
+// stands for a read-write lock as a whole, the family.
+func runKind(k driver.Kind, limit int) string {
+	switch k {
+	case driver.Exclusive:
+		return "a mutex (run without --limit, --shared or --exclusive)"
+	case driver.Write:
+		return "a read-write lock (run --shared or --exclusive)"
+	case driver.Read:
+		return "the read side of a read-write lock (run --shared)"
+	case driver.Permit:
+		if limit > 0 {
+			return fmt.Sprintf("a semaphore of %d permits (run --limit %d)", limit, limit)
+		}
+		return "a semaphore (run --limit N)"
+	}
+	return "a " + k.String()
 }
 
 // conflict ends run for a lock held elsewhere: with --conflict-exit 0 the
