@@ -6,6 +6,7 @@
 //	distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D]
 //	             [--conflict-exit 75] [--grace 10s]
 //	             [--log-level L] [--log-format text|json] -- CMD [ARG...]
+//	distlock run [flags] KEY [flags] -- CMD [ARG...]
 //	distlock status [--url URL] [--json] KEY...
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
 //	distlock torture [--url URL | --servers KIND] [--workers 8] [--duration 60s] [--ttl 500ms] [--faults pause,kill,cut,server] [--seed N] [--json FILE] [--timeline FILE]
@@ -44,7 +45,9 @@
 // # distlock run
 //
 // run takes the lock on KEY, waiting up to --wait for it (default: as long
-// as it takes; with --wait 0 it does not wait for a holder). A lock held
+// as it takes; with --wait 0 it does not wait for a holder). KEY is given
+// with --key, or as the first argument before CMD, as etcdctl lock and
+// flock take it: "distlock run nightly -- backup.sh". A lock held
 // elsewhere ends run with 75, or with --conflict-exit N: flock -n exits 1
 // there and flock -n -E 75 exits 75, so --conflict-exit 1 behaves as plain
 // flock -n, and --conflict-exit 0 skips quietly, as flock -n -E 0.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -118,10 +119,13 @@ func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", f.format)
 }
 
-const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]"
+const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]\n" +
+	"  distlock run [flags] KEY [flags] -- CMD [ARG...]"
 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
-CMD exits, exiting with CMD's status.
+CMD exits, exiting with CMD's status. KEY is given with --key, or as the
+first argument, before CMD (the -- before CMD may be left out when CMD
+does not start with a dash).
 
 It waits for the lock up to --wait (by default as long as it takes);
 with --wait 0 it does not wait for a holder and exits 75 at once if the
@@ -189,9 +193,20 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	if code, done := c.parse(fs, args); done {
 		return nil, code, true
 	}
+	// KEY may come first among the arguments, as etcdctl lock and flock
+	// take it: distlock run [flags] KEY [flags] -- CMD. An argument after
+	// -- is CMD, never KEY.
+	if rest := fs.Args(); o.key == "" && len(rest) > 0 && !afterDashes(args, rest) {
+		o.key = rest[0]
+		if code, done := c.parse(fs, rest[1:]); done {
+			return nil, code, true
+		}
+	}
 	if code, done := c.applyEnv(fs, envSkip...); done {
 		return nil, code, true
 	}
+	limitSet := false
+	fs.Visit(func(f *flag.Flag) { limitSet = limitSet || f.Name == "limit" })
 	log, err := lf.logger(c.stderr)
 	if err != nil {
 		return nil, c.usageError("run", "%s", err), true
@@ -201,15 +216,15 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	o.url = c.backendURL(o.url)
 	switch {
 	case o.key == "":
-		return nil, c.usageError("run", "missing --key"), true
+		return nil, c.usageError("run", "missing KEY: give it with --key KEY or before CMD, as in distlock run KEY -- CMD"), true
 	case len(o.key) > distlock.MaxKeyLen:
 		return nil, c.usageError("run", "--key is %d bytes long, longer than %d", len(o.key), distlock.MaxKeyLen), true
 	case o.ttl < distlock.MinTTL:
 		return nil, c.usageError("run", "--ttl %v is shorter than the minimum %v", o.ttl, distlock.MinTTL), true
 	case o.grace < 0:
 		return nil, c.usageError("run", "--grace %v is negative", o.grace), true
-	case o.limit < 0:
-		return nil, c.usageError("run", "--limit %d: want at least 1", o.limit), true
+	case o.limit < 0, o.limit == 0 && limitSet:
+		return nil, c.usageError("run", "--limit %d: want at least 1 (without --limit, KEY is a plain lock)", o.limit), true
 	case o.limit > 0 && (o.shared || o.excl):
 		return nil, c.usageError("run", "--limit cannot be combined with --shared or --exclusive: a key is a semaphore or a read-write lock"), true
 	case o.shared && o.excl:
@@ -225,6 +240,13 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 		return nil, c.usageError("run", "%s", msg), true
 	}
 	return o, 0, false
+}
+
+// afterDashes reports whether rest, what fs.Parse(args) left over, began
+// after a "--" that ended the flags.
+func afterDashes(args, rest []string) bool {
+	i := len(args) - len(rest) - 1
+	return i >= 0 && args[i] == "--"
 }
 
 func (c *cli) runCmd(ctx context.Context, args []string) int {
