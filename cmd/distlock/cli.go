@@ -49,12 +49,16 @@ type cli struct {
 	// test that runs commands in-process it would reap the test's own
 	// children.
 	reap bool
+	// standalone says the command is its process's own, as under main: a
+	// mem:// store then serves this command alone, and run refuses it. A
+	// test that runs commands in-process beside a store leaves it unset.
+	standalone bool
 }
 
 // run executes the command line args (without the program name) and
 // returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, reap: true}
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, reap: true, standalone: true}
 	return c.main(ctx, args)
 }
 
@@ -143,7 +147,7 @@ func backendHelp() string {
   zk://h1:2181,h2:2181,h3:2181[/root]       ZooKeeper ensemble
   etcd://h1:2379,h2:2379,h3:2379            etcd cluster
   postgres://user@host/db, mysql://user:pass@host:port/db, sqlite:///path/file.db
-  mem://[name]                              in-process, for tests only
+  mem://[name]                              in-process, for tests (run refuses it)
 Schemes in this build: %s
 `, urlEnv, strings.Join(schemes, ", "))
 }

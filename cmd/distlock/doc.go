@@ -38,7 +38,7 @@
 //	postgres://user@host/db                          a lock table in PostgreSQL
 //	mysql://user:pass@host:port/db                   a lock table in MySQL or MariaDB
 //	sqlite:///path/to/file.db                        a lock table in SQLite (one host)
-//	mem://[name]                                     in-process memory (useful in tests only)
+//	mem://[name]                                     in-process memory (for tests; run and demo refuse it)
 //
 // "distlock help" lists the schemes this binary was built with.
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -125,7 +126,8 @@ const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
 CMD exits, exiting with CMD's status. KEY is given with --key, or as the
 first argument, before CMD (the -- before CMD may be left out when CMD
-does not start with a dash).
+does not start with a dash). The backend must be one that other processes
+reach: run refuses mem://, whose locks live inside one process.
 
 It waits for the lock up to --wait (by default as long as it takes);
 with --wait 0 it does not wait for a holder and exits 75 at once if the
@@ -238,6 +240,10 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	}
 	if msg := checkURL(o.url); msg != "" {
 		return nil, c.usageError("run", "%s", msg), true
+	}
+	if u, err := url.Parse(o.url); err == nil && strings.EqualFold(u.Scheme, "mem") && c.standalone {
+		return nil, c.usageError("run", "mem:// locks live inside one process, so this run's lock would exclude no other run: "+
+			"use a backend other processes reach, such as redis://host:6379/0, or sqlite:///path/locks.db on one host"), true
 	}
 	return o, 0, false
 }
