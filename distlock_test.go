@@ -266,6 +266,11 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open(%q) = %v; want %v", url, err, want)
 		}
 	}
+	// A backend of this repository that was not imported: say which.
+	_, err = distlock.Open(ctx, "etcd://127.0.0.1:2379/locks")
+	if !errors.Is(err, distlock.ErrUnknownScheme) || !strings.Contains(err.Error(), `import _ "github.com/distlock-go/distlock/etcdlock"`) {
+		t.Errorf("Open of an etcd URL without etcdlock imported: %v; want ErrUnknownScheme naming the import", err)
+	}
 }
 
 func TestBackoffBounds(t *testing.T) {

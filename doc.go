@@ -1,6 +1,9 @@
 // Package distlock provides distributed locks: mutual exclusion between
-// processes on different machines, on Redis (one deployment or Redlock over
-// several), or in memory for tests.
+// processes on different machines. The backends are packages of their own:
+// redislock (one Redis deployment: standalone, Sentinel or Cluster),
+// redlock (Redlock over several independent Redis masters), zklock
+// (ZooKeeper), sqllock (PostgreSQL, MySQL/MariaDB, SQLite), etcdlock (etcd,
+// a module of its own) and memlock (in memory, for tests).
 //
 //	c := distlock.New(redislock.New(rdb))
 //	l, err := c.Mutex("orders:42", distlock.WithTTL(10*time.Second)).Lock(ctx)
@@ -74,6 +77,10 @@
 //
 // # Errors
 //
+// A key is one kind of lock while anyone holds it: a mutex, a read-write
+// lock or a semaphore of one size. Asking for another kind fails at once
+// with [ErrKindMismatch], from Lock as from TryLock.
+//
 // Errors wrap the sentinels below; test them with errors.Is. Invalid input
 // (an empty key, a TTL under [MinTTL], a nil backend) is reported by Lock and
 // TryLock, never by a panic. Errors from a wait that ctx ended wrap both
@@ -82,8 +89,10 @@
 // # Backends
 //
 // A backend implements the single-attempt contract of package driver, one
-// interface with every method required; retry, waiting, renewal and
-// re-entrancy bookkeeping live here, once. Every backend passes the conformance
+// interface with every method required; retry, waiting, renewal, loss
+// detection and observation live here, once, and the backend keeps the
+// state of each key (holds, queues, re-entrant counts) where every client
+// sees it. Every backend passes the conformance
 // suite in package distlocktest against a real server. [Open] makes a client
 // from a URL such as "redis://localhost:6379/0" once the backend's package is
 // imported.

@@ -3,6 +3,8 @@ package distlock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // Sentinel errors. Check them with [errors.Is]: the errors distlock returns
@@ -12,6 +14,15 @@ var (
 	// it at once; Lock returns it, joined with ctx.Err(), when ctx ends
 	// before the lock could be taken.
 	ErrNotObtained = errors.New("distlock: lock not obtained")
+
+	// ErrKindMismatch means the key is held as another kind of lock (a
+	// mutex, a read-write lock, a semaphore) or as a semaphore of another
+	// size. A key is one kind of lock while anyone holds it: TryLock and
+	// Lock fail at once with an error that wraps both this and
+	// [ErrNotObtained] and names both kinds; Lock does not wait, since a
+	// key used two ways is a mistake in the program, not contention. It is
+	// [driver.ErrKindMismatch]; the error wraps a [*driver.KindError].
+	ErrKindMismatch = driver.ErrKindMismatch
 
 	// ErrLockLost means the lease can no longer be trusted: a renewal was
 	// refused because the key expired or was taken over, or the backend

@@ -16,7 +16,9 @@ type Info struct {
 	Kind Kind // what the holdings take, when Held
 
 	// Token is the fencing token of the newest holding, or, when the key
-	// is free, the last one issued (0 if it was never locked).
+	// is free, the last one issued (0 if it was never locked, or if the
+	// backend has forgotten the key: a free key leaves no state behind
+	// for long, and tokens stay increasing without it).
 	Token uint64
 
 	// TTL is the remaining lease when Held, as the backend counts it (the

@@ -37,11 +37,16 @@ var defaultElectionBackoff = ExponentialBackoff(100*time.Millisecond, 5*time.Sec
 // Election returns the election named key. The options are those of the
 // leader's [Mutex]: [WithTTL] bounds how long a leader that crashed or
 // stalled keeps others from leading, and [WithMetadata] is how a candidate
-// names itself to [Election.Leader] (e.g. {"id": "scheduler-a"}). Invalid
+// names itself to [Election.Leader] (e.g. {"id": "scheduler-a"}). An
+// election is never re-entrant: [WithOwner] is an invalid option for it,
+// and an [OwnerID] carried by Run's context is ignored, so that candidates
+// sharing an identity still exclude each other. Invalid
 // keys and options are reported by Run and Leader. Like Client.Mutex it
 // holds nothing by itself.
 func (c *Client) Election(key string, opts ...Option) *Election {
-	return &Election{m: c.Mutex(key, opts...)}
+	m := c.Mutex(key, opts...)
+	m.single = true
+	return &Election{m: m}
 }
 
 // Key returns the election's name.

@@ -169,6 +169,56 @@ func TestElectionBadInput(t *testing.T) {
 	}
 }
 
+// TestElectionIgnoresOwnerIdentity: candidates whose contexts carry one
+// OwnerID (a request-scoped identity passed down by habit) must still
+// lead one at a time; a re-entrant election mutex lets both in.
+func TestElectionIgnoresOwnerIdentity(t *testing.T) {
+	t.Parallel()
+	store := memlock.New()
+	ctx, cancel := context.WithTimeout(distlock.ContextWithOwner(context.Background(), distlock.NewOwnerID()), 30*time.Second)
+	defer cancel()
+	var (
+		mu               sync.Mutex
+		leading, overlap int
+		terms            int
+		wg               sync.WaitGroup
+	)
+	for range 2 {
+		e := distlock.New(store).Election("owned")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5 && ctx.Err() == nil; i++ {
+				_ = e.Run(ctx, func(ctx context.Context, _ *distlock.Lock) error {
+					mu.Lock()
+					leading++
+					terms++
+					if leading > 1 {
+						overlap++
+					}
+					mu.Unlock()
+					time.Sleep(20 * time.Millisecond)
+					mu.Lock()
+					leading--
+					mu.Unlock()
+					return nil // resign; the loop campaigns again
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	if terms != 10 {
+		t.Errorf("%d terms; want 10", terms)
+	}
+	if overlap > 0 {
+		t.Errorf("two candidates sharing an OwnerID led at once %d times", overlap)
+	}
+	err := distlock.New(store).Election("owned", distlock.WithOwner(distlock.NewOwnerID())).Run(ctx, func(context.Context, *distlock.Lock) error { return nil })
+	if !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("an election given WithOwner: %v; want ErrInvalidArgument", err)
+	}
+}
+
 // revoking is a memlock whose key is taken away on the next renewal, as
 // when a lease expired on the server: the renewal is refused.
 type revoking struct {

@@ -279,9 +279,14 @@ func (l *Lock) expire(now time.Time) {
 // Unlock releases the lock and ends the handle. It returns nil when the
 // lock was released, [ErrLockLost] (or [ErrLockExpired]) if the lease had
 // already ended, and [ErrLockReleased] on a second call. It never deletes a
-// lock that another holder took over. If ctx is already done, Unlock still
-// releases, detached from ctx and bounded by [WithReleaseTimeout]. If the
-// backend cannot be reached the lock expires on its own after its TTL.
+// lock that another holder took over. The release runs detached from ctx:
+// a ctx that is already done, or is cancelled while the release is in
+// flight, does not stop it. A release whose outcome is unknown (a lost
+// reply, a busy or briefly unreachable server) is repeated until the
+// backend confirms it, for at most [WithReleaseTimeout] or until ctx's
+// deadline, whichever is later. If the backend cannot be reached in that
+// time, Unlock returns the backend's error and the lock expires on its
+// own after its TTL.
 // Done closes when Unlock returns, or at the lease's deadline if the
 // release takes longer than that. The hold of a re-entrant lock releases
 // only itself: the lock stays held while the owner has other holds (see
@@ -308,12 +313,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 	var err error
 	if !lost { // an expired lease may still be ours on the server: clean up
-		if ctx.Err() != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.m.opts.releaseTimeout)
-			defer cancel()
-		}
-		err = l.m.c.backend.Release(ctx, l.lease)
+		err = l.m.release(ctx, l.lease)
 	}
 	switch {
 	case prior != nil:

@@ -161,11 +161,11 @@ func ExampleLockAll() {
 	}
 	defer ml.Unlock(ctx)
 	for _, l := range ml.Locks() {
-		fmt.Println(l.Key(), l.Token())
+		fmt.Println(l.Key())
 	}
 	// Output:
-	// stock:amsterdam 1
-	// stock:berlin 1
+	// stock:amsterdam
+	// stock:berlin
 }
 
 // hangingRelease is a backend whose releases hang until their context ends.

@@ -53,6 +53,10 @@ type Mutex struct {
 	kind  driver.Kind // what each holding takes: a mutex, a side of a read-write lock, a permit
 	limit int         // the semaphore's size, with driver.Permit
 	obs   Observer    // nil: not observed
+
+	// single refuses re-entrance: an election's mutex, which two holders
+	// sharing an identity must never hold at once.
+	single bool
 }
 
 // Key returns the lock's name.
@@ -79,7 +83,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 		m.abandon(ctx, req.Lease, true)
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
 	case !g.Acquired:
-		return nil, cl.failed(ctx, m, ErrNotObtained)
+		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
 	}
 	return m.newLock(ctx, req.Lease, start, g, false, &cl)
 }
@@ -326,7 +330,10 @@ func (m *Mutex) request(ctx context.Context) (driver.Request, error) {
 		return driver.Request{}, err
 	}
 	id := m.opts.owner
-	if id.IsZero() && m.kind == driver.Exclusive {
+	if m.single && !id.IsZero() {
+		return driver.Request{}, fmt.Errorf("%w: an election %q takes no owner identity: two candidates sharing one would lead at once", ErrInvalidArgument, m.key)
+	}
+	if id.IsZero() && m.kind == driver.Exclusive && !m.single {
 		var given bool
 		if id, given = OwnerFromContext(ctx); given && id.IsZero() {
 			return driver.Request{}, fmt.Errorf("%w: the context carries a zero OwnerID", ErrInvalidArgument)
@@ -359,6 +366,12 @@ func (m *Mutex) unsupported(adjective string) error {
 	case driver.Permit:
 		what = "semaphore"
 	}
+	if adjective != "" && m.kind != driver.Exclusive {
+		// Whatever the backend offers, only a mutex can be fair or
+		// re-entrant: say so, not that the backend lacks it.
+		option := map[string]string{"fair": "WithFairness", "re-entrant": "an owner identity (WithOwner)"}[adjective]
+		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, m.key, option, adjective, errors.ErrUnsupported)
+	}
 	if adjective != "" {
 		what = adjective + " " + what
 	}
@@ -366,36 +379,74 @@ func (m *Mutex) unsupported(adjective string) error {
 }
 
 // abandon releases what an attempt with an unknown outcome may have taken,
-// and leaves the key's queue. The release is detached from ctx, which is
-// usually what ended the attempt, and bounded by the release timeout.
-// After an attempt of unknown outcome (ambiguous) when ctx has ended,
-// abandon waits for the release at most abandonGrace: the caller's
-// deadline has passed, and a backend that failed to answer must not hold
-// the call much beyond it; the release goes on in the background.
-// Otherwise it waits, so that a waiter that gave up has left the line when
-// Lock returns.
+// and leaves the key's queue, as [Mutex.release] does: detached from ctx,
+// which is usually what ended the attempt. After an attempt of unknown
+// outcome (ambiguous) when ctx has ended, abandon waits for the release at
+// most abandonGrace: the caller's deadline has passed, and a backend that
+// failed to answer must not hold the call much beyond it; the release goes
+// on in the background. Otherwise it waits, so that a waiter that gave up
+// has left the line when Lock returns.
 func (m *Mutex) abandon(ctx context.Context, l driver.Lease, ambiguous bool) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
-	release := func() {
-		defer cancel()
-		_ = m.c.backend.Release(rctx, l) // best effort: the lease expires anyway
-	}
-	if ambiguous && ctx.Err() != nil {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			release()
-		}()
-		t := time.NewTimer(abandonGrace)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-		}
+	if !(ambiguous && ctx.Err() != nil) {
+		_ = m.release(ctx, l) // best effort: the lease expires anyway
 		return
 	}
-	release()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.release(ctx, l)
+	}()
+	t := time.NewTimer(abandonGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
+
+// release ends the holding l on the backend. A release is idempotent, so
+// it is repeated, with a short backoff, until its outcome is known: nil,
+// ErrNotHeld, or a refusal that a repeat would meet again. It runs
+// detached from ctx, whose cancellation must not leave the key held for a
+// whole lease (a scheduler that cancels a job's context at shutdown does
+// just that mid-call), bounded by the release timeout or ctx's deadline,
+// whichever is later. It returns the last attempt's error.
+func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
+	bound := m.opts.releaseTimeout
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && time.Until(d) > bound {
+		bound = time.Until(d)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	var t *time.Timer
+	for n := 1; ; n++ {
+		err := m.c.backend.Release(rctx, l)
+		if err == nil || isNotHeld(err) || refused(err) || rctx.Err() != nil {
+			if t != nil {
+				t.Stop()
+			}
+			return err
+		}
+		delay := releaseBackoff.Next(n)
+		if d, _ := rctx.Deadline(); time.Until(d) <= delay {
+			return err // no time for another attempt
+		}
+		if t == nil {
+			t = time.NewTimer(delay)
+		} else {
+			t.Reset(delay)
+		}
+		select {
+		case <-t.C:
+		case <-rctx.Done():
+			return err
+		}
+	}
+}
+
+// releaseBackoff paces the repeats of a release whose outcome is unknown:
+// soon enough to end a lock within a few round trips of a blip's end.
+var releaseBackoff = ExponentialBackoff(5*time.Millisecond, 250*time.Millisecond)
 
 // abandonGrace is how long a call whose ctx has ended waits for the
 // release of an attempt of unknown outcome: a backend that answers does so
@@ -435,7 +486,8 @@ func newOwner() string {
 // it cannot store, a kind it does not offer, a backend set up wrongly):
 // retrying cannot help, and nothing was taken.
 func refused(err error) bool {
-	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported) || errors.Is(err, ErrInvalidBackend)
+	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported) ||
+		errors.Is(err, ErrInvalidBackend) || errors.Is(err, driver.ErrKindMismatch)
 }
 
 // refusal is the error of Lock and TryLock for a request the backend
@@ -443,6 +495,9 @@ func refused(err error) bool {
 func (m *Mutex) refusal(err error) error {
 	if errors.Is(err, driver.ErrInvalidKey) {
 		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+	}
+	if errors.Is(err, driver.ErrKindMismatch) { // the error names the key and both kinds
+		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
 	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
 }

@@ -70,7 +70,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	open := registry.openers[strings.ToLower(u.Scheme)]
 	registry.RUnlock()
 	if open == nil {
-		return nil, fmt.Errorf("%w: %q (registered: %s)", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
+		return nil, unknownScheme(u.Scheme)
 	}
 	b, err := open(ctx, u)
 	if err != nil {
@@ -79,4 +79,34 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	c := New(b, opts...)
 	c.owned = true
 	return c, nil
+}
+
+// schemePackages names the package that registers each scheme of this
+// repository, for the error of a URL whose backend was not imported.
+var schemePackages = map[string]string{
+	"redis":          "redislock",
+	"rediss":         "redislock",
+	"redis+sentinel": "redislock",
+	"redis+cluster":  "redislock",
+	"redlock":        "redlock",
+	"zk":             "zklock",
+	"postgres":       "sqllock/sqlurl",
+	"postgresql":     "sqllock/sqlurl",
+	"mysql":          "sqllock/sqlurl",
+	"sqlite":         "sqllock/sqlurl",
+	"etcd":           "etcdlock",
+	"mem":            "memlock",
+}
+
+// unknownScheme is Open's error for a scheme nobody registered.
+func unknownScheme(scheme string) error {
+	registered := strings.Join(Schemes(), ", ")
+	if registered == "" {
+		registered = "none"
+	}
+	if pkg, ok := schemePackages[strings.ToLower(scheme)]; ok {
+		return fmt.Errorf("%w: %q: import the backend's package so that it registers the scheme, e.g. import _ \"github.com/distlock-go/distlock/%s\" (registered: %s)",
+			ErrUnknownScheme, scheme, pkg, registered)
+	}
+	return fmt.Errorf("%w: %q (registered: %s)", ErrUnknownScheme, scheme, registered)
 }

@@ -19,7 +19,8 @@ const (
 	// reliably complete before the lease ends.
 	MinTTL = 10 * time.Millisecond
 
-	// DefaultReleaseTimeout bounds an Unlock whose context is already done.
+	// DefaultReleaseTimeout bounds how long a release is repeated while
+	// its outcome is unknown (see [Lock.Unlock]).
 	DefaultReleaseTimeout = 5 * time.Second
 
 	// MaxKeyLen is the longest accepted key, in bytes.
@@ -128,8 +129,11 @@ func WithSafetyPoll(d time.Duration) Option {
 	}
 }
 
-// WithReleaseTimeout bounds [Lock.Unlock] when it is called with a context
-// that is already done (default [DefaultReleaseTimeout]).
+// WithReleaseTimeout bounds how long a release is repeated while its
+// outcome is unknown (default [DefaultReleaseTimeout]): [Lock.Unlock], and
+// the give-back of an attempt whose reply was lost, run detached from
+// their context, for this long or until the context's deadline, whichever
+// is later.
 func WithReleaseTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/distlock-go/distlock"
@@ -89,4 +90,26 @@ func ExampleClient_RWMutex() {
 	// Output:
 	// writer while reading: true
 	// writer alone: true
+}
+
+// TestSemaphoreOwnerSaysWhy: a semaphore given an owner identity is
+// refused for what it is, not as something the backend lacks.
+func TestSemaphoreOwnerSaysWhy(t *testing.T) {
+	c := distlock.New(memlock.New())
+	_, err := c.Semaphore("pool", 2, distlock.WithOwner(distlock.NewOwnerID())).TryAcquire(context.Background())
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "only a mutex can be re-entrant") {
+		t.Errorf("a semaphore with WithOwner: %v; want ErrUnsupported saying only a mutex can be re-entrant", err)
+	}
+	_, err = c.RWMutex("doc", distlock.WithFairness()).TryLock(context.Background())
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "only a mutex can be fair") {
+		t.Errorf("a fair RWMutex: %v; want ErrUnsupported saying only a mutex can be fair", err)
+	}
+	l, err := c.Mutex("held").TryLock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	if _, err := c.Mutex("held").TryLock(context.Background()); !errors.Is(err, distlock.ErrNotObtained) || !strings.Contains(err.Error(), `"held"`) {
+		t.Errorf("TryLock of a held key: %v; want ErrNotObtained naming the key", err)
+	}
 }

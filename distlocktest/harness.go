@@ -97,7 +97,7 @@ var (
 // waiting, so a broken backend makes it fail, never hang.
 func allChecks() []check {
 	var all []check
-	for _, list := range [][]check{coreChecks, inspectChecks, adminChecks, fairChecks, rwChecks, semaphoreChecks, reentrantChecks} {
+	for _, list := range [][]check{coreChecks, kindChecks, inspectChecks, adminChecks, fairChecks, rwChecks, semaphoreChecks, reentrantChecks} {
 		all = append(all, list...)
 	}
 	return all

@@ -15,6 +15,58 @@ var reentrantChecks = []check{
 	{"ReentrantRenewalCoversAllHolds", reentrant, testReentrantRenewal},
 	{"ReentrantHoldNeverShortensLease", reentrant, testReentrantNoShortening},
 	{"ReentrantLostReplyAddsNoHold", reentrant, testReentrantLostReply},
+	{"ReentrantFair", reentrantFair, testReentrantFair},
+}
+
+// reentrantFair: backends that claim both.
+func reentrantFair(c driver.Capabilities) bool { return c.Reentrant && c.Fair }
+
+// testReentrantFair: a fair re-entrant mutex takes its first hold in turn,
+// behind the waiters already in line, while further holds of the identity
+// that holds it are granted at once, ahead of them: they are already in.
+// On the driver, so that the order of the attempts is the test's.
+func testReentrantFair(t testing.TB, h Harness) {
+	b := h.NewBackend(t)
+	ctx := timeout(t, 30*time.Second)
+	key := uniqueKey(t)
+	req := func(name, identity string) driver.Request {
+		return driver.Request{
+			Lease: driver.Lease{Key: key, Owner: owner(name)},
+			TTL:   30 * time.Second, Fair: true, Queue: 30 * time.Second, Reentry: identity,
+		}
+	}
+	holderID := owner("holder-identity")
+	first, waiter, again, newcomer := req("first", holderID), req("waiter", owner("waiter-identity")), req("again", holderID), req("newcomer", owner("newcomer-identity"))
+	for _, r := range []driver.Request{first, waiter, again, newcomer} {
+		t.Cleanup(func() { _ = b.Release(context.Background(), r.Lease) })
+	}
+	g := acquire(t, ctx, b, first)[0]
+	if w, err := b.Acquire(ctx, waiter); err != nil || w.Acquired {
+		t.Fatalf("a fair waiter of another identity: %+v, %v; want refused, in line", w, err)
+	}
+	a, err := b.Acquire(ctx, again)
+	if err != nil || !a.Acquired {
+		t.Fatalf("a second hold of the identity that holds the fair lock: %+v, %v; want granted at once, ahead of the line", a, err)
+	}
+	if a.Token != g.Token {
+		t.Errorf("the second hold has token %d; want the lease's %d", a.Token, g.Token)
+	}
+	for _, l := range []driver.Lease{again.Lease, first.Lease} {
+		if err := b.Release(ctx, l); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	// Free, and the waiter is next: a newcomer's first hold waits its turn.
+	if n, err := b.Acquire(ctx, newcomer); err != nil || n.Acquired {
+		t.Fatalf("a new identity's first hold while a fair waiter is next: %+v, %v; want refused", n, err)
+	}
+	w, err := b.Acquire(ctx, waiter)
+	if err != nil || !w.Acquired {
+		t.Fatalf("the waiter, first in line, on a free lock: %+v, %v; want granted", w, err)
+	}
+	if w.Token <= g.Token {
+		t.Errorf("the waiter's token %d; want above %d", w.Token, g.Token)
+	}
 }
 
 // testReentrantHolds: an owner identity enters the lock it holds again, by

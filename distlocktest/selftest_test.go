@@ -633,6 +633,57 @@ func brokenBackends() []struct {
 			checks: []string{"InspectFreeAndHeld"},
 		},
 		{
+			name: "re-entrant locks ignore fairness",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Reentry != "" {
+						req.Fair, req.Queue = false, 0
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"ReentrantFair"},
+		},
+		{
+			name:   "semaphores do not see the other kinds",
+			b:      func() *broken { return apart(driver.Permit) },
+			checks: []string{"KindsExclude", "KindsRace"},
+		},
+		{
+			name: "a semaphore's size is not part of the key",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Kind == driver.Permit {
+						req.Key += fmt.Sprintf("\x00%d", req.Limit)
+					}
+					return b.Backend.Acquire(ctx, req)
+				}, release: func(b *broken, ctx context.Context, l driver.Lease) error {
+					err := b.Backend.Release(ctx, l)
+					for n := range 4 {
+						if l.Kind == driver.Permit {
+							k := l
+							k.Key += fmt.Sprintf("\x00%d", n)
+							if e := b.Backend.Release(ctx, k); e == nil {
+								err = nil
+							}
+						}
+					}
+					return err
+				}}
+			},
+			checks: []string{"KindsExclude"},
+		},
+		{
+			name: "a key's watch outlives it",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					_, _ = b.Backend.Watch(ctx, req.Key, "") // never closed
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"StateReclaimed"},
+		},
+		{
 			name:   "Inspect reports every lock as a mutex",
 			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.Kind = driver.Exclusive }) },
 			checks: []string{"InspectReaders", "InspectPermits"},
@@ -650,7 +701,8 @@ func harnessOf(b *broken) Harness {
 	return Harness{
 		NewBackend: func(testing.TB) driver.Backend { return b },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
-		TTL:        100 * time.Millisecond,
+		Stored:     func(_ testing.TB, prefix string) []string { return b.Backend.Stored(prefix) },
+		TTL:        500 * time.Millisecond,
 	}
 }
 

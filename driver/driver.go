@@ -289,7 +289,7 @@ type KeyInfo struct {
 type Info struct {
 	Held  bool
 	Kind  Kind          // when Held
-	Token uint64        // the newest holding's; when free, the last issued (0: never)
+	Token uint64        // the newest holding's; when free, the last issued (0: never, or forgotten since)
 	TTL   time.Duration // when Held: the remaining lease (the longest one)
 	Holds int           // when Held: re-entrant holds, readers or permits
 	Limit int           // when Held as Permit: the semaphore's size (0: unknown)

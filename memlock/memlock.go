@@ -32,7 +32,8 @@ var errNil = fmt.Errorf("memlock: nil *Backend: %w", distlock.ErrInvalidBackend)
 type Backend struct {
 	mu       sync.Mutex
 	keys     map[string]*state // keys with holders, waiters or a claim
-	fences   map[string]uint64 // kept after release: tokens never go back
+	issued   uint64            // the last fencing token issued, for any key
+	lastly   lastTokens        // each free key's last token, for a while
 	watchers map[string]map[*watch]struct{}
 	receipts receipts
 }
@@ -48,7 +49,6 @@ func New() *Backend {
 
 func (b *Backend) init() {
 	b.keys = make(map[string]*state)
-	b.fences = make(map[string]uint64)
 	b.watchers = make(map[string]map[*watch]struct{})
 }
 
@@ -94,6 +94,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		s.extend(h, now, req.TTL)
 		return driver.Grant{Acquired: true, Token: h.token, ValidFor: req.TTL}, nil
 	}
+	if len(s.holds) > 0 && !driver.Compatible(s.kind, s.limit, req.Kind, req.Limit) {
+		return driver.Grant{}, &driver.KindError{Key: req.Key, Held: s.kind.Family(), HeldLimit: s.limit, Asked: req.Kind, AskedLimit: req.Limit}
+	}
 	if until, blocked := s.blocked(req); blocked {
 		s.wait(req, now)
 		return driver.Grant{RetryAfter: max(until.Sub(now), time.Millisecond)}, nil
@@ -112,12 +115,13 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		s.extend(h, now, req.TTL)
 		return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL}, nil
 	}
-	b.fences[req.Key]++
+	b.issued++ // one order for every key: a key forgotten when free needs no counter of its own
 	if len(s.holds) == 0 {
-		s.kind, s.reentry = req.Kind, req.Reentry
+		s.kind, s.reentry, s.limit = req.Kind, req.Reentry, req.Limit
 	}
-	s.holds[req.Owner] = &hold{token: b.fences[req.Key], expires: now.Add(req.TTL), since: now, meta: req.Meta}
-	return driver.Grant{Acquired: true, Token: b.fences[req.Key], ValidFor: req.TTL}, nil
+	s.token = b.issued
+	s.holds[req.Owner] = &hold{token: b.issued, expires: now.Add(req.TTL), since: now, meta: req.Meta}
+	return driver.Grant{Acquired: true, Token: b.issued, ValidFor: req.TTL}, nil
 }
 
 // checkRequest rejects requests no caller following the contract sends.
@@ -206,10 +210,13 @@ func (b *Backend) examine(ctx context.Context, key string, breaking bool) (drive
 		return driver.Info{}, err
 	}
 	defer b.mu.Unlock()
-	info := driver.Info{Token: b.fences[key]}
+	info := driver.Info{Token: b.lastly.get(key, time.Now())}
 	s := b.keys[key]
 	if s == nil {
 		return info, nil
+	}
+	if s.token > 0 {
+		info.Token = s.token
 	}
 	now := time.Now()
 	defer b.settle(key, s, now)
@@ -293,6 +300,7 @@ func (b *Backend) settle(key string, s *state, now time.Time) {
 		}
 		if b.keys[key] == s {
 			delete(b.keys, key)
+			b.lastly.add(key, s.token, now)
 		}
 		return
 	}
@@ -393,4 +401,40 @@ func init() {
 		}
 		return b, nil
 	})
+}
+
+// Stored lists what b keeps about the keys whose names begin with prefix,
+// after dropping what lapsed: the state of keys held or waited for, the
+// last token of keys freed lately, release receipts and watches. A key
+// nobody holds or waits for leaves nothing after about 10s. It is for
+// tests that check that a program leaves no lock behind (and for
+// distlocktest.Harness.Stored).
+func (b *Backend) Stored(prefix string) []string {
+	if err := b.lock(); err != nil {
+		return nil
+	}
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.lastly.drop(now)
+	b.receipts.drop(now)
+	var out []string
+	add := func(what, key string) {
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, what+" "+key)
+		}
+	}
+	for key := range b.keys {
+		add("state", key)
+	}
+	for key := range b.lastly.token {
+		add("token", key)
+	}
+	for l := range b.receipts.at {
+		add("receipt", l.Key)
+	}
+	for key := range b.watchers {
+		add("watch", key)
+	}
+	slices.Sort(out)
+	return out
 }

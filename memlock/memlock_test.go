@@ -18,7 +18,8 @@ func TestConformance(t *testing.T) {
 	distlocktest.Run(t, distlocktest.Harness{
 		NewBackend: func(testing.TB) driver.Backend { return b },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
-		TTL:        100 * time.Millisecond,
+		Stored:     func(_ testing.TB, prefix string) []string { return b.Stored(prefix) },
+		TTL:        500 * time.Millisecond,
 	})
 }
 
@@ -46,7 +47,7 @@ func TestWrapperKeepsCapabilities(t *testing.T) {
 	distlocktest.Run(t, distlocktest.Harness{
 		NewBackend: func(testing.TB) driver.Backend { return w },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
-		TTL:        100 * time.Millisecond,
+		TTL:        500 * time.Millisecond,
 	})
 	if w.acquires.Load() == 0 {
 		t.Errorf("the suite's acquisitions did not go through the wrapper")

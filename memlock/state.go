@@ -14,6 +14,8 @@ import (
 // line, and a writer's claim on the readers.
 type state struct {
 	kind    driver.Kind      // of the holds, while there are any
+	limit   int              // with Permit: the semaphore's size, while held
+	token   uint64           // the newest holding's fencing token
 	reentry string           // the identity of an Exclusive lease's holds, or ""
 	holds   map[string]*hold // by owner
 	queue   []place          // fair waiters, first come first
@@ -174,8 +176,50 @@ func (s *state) info(now time.Time) driver.Info {
 		Token: shown.token,
 		TTL:   s.lastExpiry().Sub(now),
 		Holds: len(s.holds),
+		Limit: s.limit,
 		Meta:  meta,
 	}
+}
+
+// lastTokens remember the last fencing token of each key that became
+// free, for Inspect, until retention passes: a key nobody holds or waits
+// for leaves nothing behind for long.
+type lastTokens struct {
+	token map[string]uint64
+	freed map[string]time.Time
+	order []freedKey // by time, oldest first; stale entries are skipped
+}
+
+type freedKey struct {
+	key string
+	at  time.Time
+}
+
+func (r *lastTokens) add(key string, token uint64, now time.Time) {
+	r.drop(now)
+	if r.token == nil {
+		r.token, r.freed = make(map[string]uint64), make(map[string]time.Time)
+	}
+	r.token[key], r.freed[key] = token, now
+	r.order = append(r.order, freedKey{key, now})
+}
+
+// get returns key's last token while it is remembered, else 0.
+func (r *lastTokens) get(key string, now time.Time) uint64 {
+	r.drop(now)
+	return r.token[key]
+}
+
+// drop forgets the keys freed longer than retention ago.
+func (r *lastTokens) drop(now time.Time) {
+	n := 0
+	for ; n < len(r.order) && now.Sub(r.order[n].at) >= retention; n++ {
+		if f := r.order[n]; r.freed[f.key].Equal(f.at) { // else freed again since
+			delete(r.token, f.key)
+			delete(r.freed, f.key)
+		}
+	}
+	r.order = r.order[n:]
 }
 
 // receipts remember recent releases, so that a repeated Release of the
@@ -186,10 +230,12 @@ type receipts struct {
 	head  int
 }
 
-// Receipts last receiptTTL; at most maxReceipts are kept.
+// Receipts last receiptTTL; at most maxReceipts are kept. A free key's
+// last token is remembered for retention.
 const (
 	receiptTTL  = 10 * time.Second
 	maxReceipts = 1 << 16
+	retention   = receiptTTL
 )
 
 func (r *receipts) add(l driver.Lease, now time.Time) {
