@@ -228,6 +228,12 @@ func (s *scheduler) cut(sl *slot, blackhole bool, d time.Duration) {
 	w := sl.w
 	sl.mu.Unlock()
 	kind := FaultCut
+	if blackhole {
+		kind = FaultBlackhole
+	}
+	// Stamped first: a connection-scoped lock is freed as soon as its
+	// connection is reset.
+	from := time.Now().UnixNano()
 	for _, p := range sl.proxies {
 		if blackhole {
 			p.Blackhole()
@@ -235,10 +241,7 @@ func (s *scheduler) cut(sl *slot, blackhole bool, d time.Duration) {
 			p.Cut()
 		}
 	}
-	if blackhole {
-		kind = FaultBlackhole
-	}
-	i := s.h.rec.fault(Fault{Kind: kind, Target: w.ID, Slot: sl.n, From: time.Now().UnixNano()})
+	i := s.h.rec.fault(Fault{Kind: kind, Target: w.ID, Slot: sl.n, From: from})
 	s.h.faults.add(kind)
 	s.later(d, func() {
 		for _, p := range sl.proxies {
