@@ -113,7 +113,7 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 	fs.IntVar(&o.workers, "workers", o.workers, "number of worker processes")
 	fs.DurationVar(&o.duration, "duration", o.duration, "how long to run")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lease length of the workers' locks")
-	fs.StringVar(&o.faults, "faults", "", "faults to inject, comma-separated, or none (default pause,kill,cut, and server with --servers)")
+	fs.StringVar(&o.faults, "faults", "", "faults to inject, comma-separated, or none (default pause,kill,cut, and server with --servers, less those the deployment cannot take)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule (default random, printed)")
 	fs.DurationVar(&o.slack, "slack", o.slack, "how late after ValidUntil a Done may close")
 	fs.StringVar(&o.json, "json", "", "write the report as JSON to `FILE` (- for standard output)")
