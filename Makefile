@@ -7,7 +7,7 @@ STATICCHECK := $(shell command -v staticcheck 2>/dev/null || echo $(GOBIN)/stati
 # The repository's Go modules. make test runs the tests of every module in
 # MODULES; the modules in BUILD_MODULES are linted and their tests built,
 # not run (bench's tests are its benchmarks). Add a new module to one list.
-MODULES       := . cmd/distlock examples otel etcdlock
+MODULES       := . cmd/distlock examples otel etcdlock gocronlock
 BUILD_MODULES := bench etcdlock/internal/etcdserver/cmd
 
 .PHONY: all deps deps-demo deps-bench test test-scripts lint demo bench fuzz torture

@@ -1,6 +1,7 @@
 package distlock
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -71,3 +72,22 @@ func (c *Client) Close() error {
 // Backend returns the backend the client takes locks from, for wrappers and
 // tests; application code does not need it.
 func (c *Client) Backend() driver.Backend { return c.backend }
+
+// DeclareFresh tells the backend's restart guard that its servers have
+// lost no data since they last started (see redislock's and redlock's
+// DeclareFresh for when that is safe), so that it grants locks at once
+// instead of waiting out the longest lease a lost holder could still
+// have. Backends without a restart guard have nothing to declare: it
+// returns nil for them.
+func (c *Client) DeclareFresh(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if d, ok := c.backend.(driver.FreshDeclarer); ok {
+		return d.DeclareFresh(ctx)
+	}
+	return nil
+}

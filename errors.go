@@ -15,6 +15,17 @@ var (
 	// before the lock could be taken.
 	ErrNotObtained = errors.New("distlock: lock not obtained")
 
+	// ErrRestartGuard means the lock was not obtained although nobody may
+	// hold it: the backend's restart guard grants no new lock for a while
+	// after its store may have lost data (a Redis server that restarted,
+	// or one too new to tell), because a lease granted before the loss
+	// could still be alive. It wraps [ErrNotObtained]. The guard ends on
+	// its own after the longest lease; [Client.DeclareFresh] ends it at
+	// once where the servers are known to have lost nothing. TryLock
+	// returns it; Lock waits the guard out, and wraps it in its error if
+	// ctx ends first.
+	ErrRestartGuard = fmt.Errorf("%w: the restart guard holds new locks back", ErrNotObtained)
+
 	// ErrKindMismatch means the key is held as another kind of lock (a
 	// mutex, a read-write lock, a semaphore) or as a semaphore of another
 	// size. A key is one kind of lock while anyone holds it: TryLock and

@@ -2,7 +2,10 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,7 +31,10 @@ type Election struct {
 	// from 100ms to 5s, with jitter.
 	Backoff Backoff
 
-	m *Mutex
+	m          *Mutex
+	term       atomic.Pointer[Lock] // the term Run leads now, or nil
+	campaigned chan struct{}        // closed when the first campaign has an outcome
+	once       sync.Once
 }
 
 // defaultElectionBackoff paces campaigns when Election.Backoff is nil.
@@ -46,7 +52,7 @@ var defaultElectionBackoff = ExponentialBackoff(100*time.Millisecond, 5*time.Sec
 func (c *Client) Election(key string, opts ...Option) *Election {
 	m := c.Mutex(key, opts...)
 	m.single = true
-	return &Election{m: m}
+	return &Election{m: m, campaigned: make(chan struct{})}
 }
 
 // Key returns the election's name.
@@ -80,9 +86,10 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term *L
 	if backoff == nil {
 		backoff = defaultElectionBackoff
 	}
+	defer e.decided() // whatever happens, the first campaign is over
 	losses := 0
 	for {
-		l, err := e.m.Lock(ctx)
+		l, err := e.campaign(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -90,7 +97,10 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term *L
 			return err
 		}
 		start := time.Now()
+		e.term.Store(l)
+		e.decided()
 		lost, err := e.lead(ctx, l, fn)
+		e.term.Store(nil)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -110,6 +120,47 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term *L
 		}
 	}
 }
+
+// campaign waits until this process leads. Its first attempt does not
+// wait, so that Campaigned can tell when someone else leads.
+func (e *Election) campaign(ctx context.Context) (*Lock, error) {
+	l, err := e.m.TryLock(ctx)
+	if err == nil || !errors.Is(err, ErrNotObtained) || errors.Is(err, ErrKindMismatch) {
+		return l, err
+	}
+	e.decided() // someone else leads
+	return e.m.Lock(ctx)
+}
+
+// decided marks the first campaign's outcome as known.
+func (e *Election) decided() {
+	if e.campaigned != nil {
+		e.once.Do(func() { close(e.campaigned) })
+	}
+}
+
+// Leading reports whether this process leads now: Run is in a term whose
+// lease has not ended. Like any lease, leading may end right after it
+// returns; work that must not outlive the term runs in Run's function,
+// under its context.
+func (e *Election) Leading() bool {
+	l := e.term.Load()
+	return l != nil && l.Err() == nil && time.Now().Before(l.ValidUntil())
+}
+
+// Campaigned returns a channel that is closed once Run's first campaign
+// has an outcome: this process leads, another one does, or Run returned.
+// [Election.Leading] then tells which. It lets a caller that runs the
+// election in the background wait for it before its first decision.
+func (e *Election) Campaigned() <-chan struct{} {
+	if e.campaigned == nil { // an Election not made by Client.Election
+		return closed
+	}
+	return e.campaigned
+}
+
+// closed is a closed channel.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // lead runs one term: fn under l until it returns, then the resignation.
 // It reports whether the lease was lost before fn returned, and fn's error.

@@ -219,6 +219,58 @@ func TestElectionIgnoresOwnerIdentity(t *testing.T) {
 	}
 }
 
+// TestElectionLeadingAndCampaigned: a caller learns whether it leads
+// without running the loop itself, after the first campaign's outcome.
+func TestElectionLeadingAndCampaigned(t *testing.T) {
+	t.Parallel()
+	store := memlock.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	work := func(ctx context.Context, _ *distlock.Lock) error { <-ctx.Done(); return ctx.Err() }
+
+	a := distlock.New(store).Election("sched")
+	actx, stopA := context.WithCancel(ctx)
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Run(actx, work) }()
+	select {
+	case <-a.Campaigned():
+	case <-ctx.Done():
+		t.Fatal("the first campaign on a free election has no outcome")
+	}
+	if !a.Leading() {
+		t.Fatal("the only candidate does not lead after its first campaign")
+	}
+
+	b := distlock.New(store).Election("sched")
+	bDone := make(chan error, 1)
+	go func() { bDone <- b.Run(ctx, work) }()
+	select {
+	case <-b.Campaigned():
+	case <-ctx.Done():
+		t.Fatal("a campaign against a leader has no outcome: it waits for the lead instead of saying someone else leads")
+	}
+	if b.Leading() {
+		t.Fatal("two candidates lead")
+	}
+
+	stopA() // a resigns; b takes over
+	<-aDone
+	if a.Leading() {
+		t.Error("a leads after its Run returned")
+	}
+	for !b.Leading() {
+		if ctx.Err() != nil {
+			t.Fatal("b never led after a resigned")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-bDone
+	if b.Leading() {
+		t.Error("b leads after its Run returned")
+	}
+}
+
 // revoking is a memlock whose key is taken away on the next renewal, as
 // when a lease expired on the server: the renewal is refused.
 type revoking struct {

@@ -39,6 +39,7 @@ type Lock struct {
 	renewal     chan struct{} // non-nil while a renewal is in flight; closed when it ends
 	renewing    context.CancelFunc
 	unlocked    bool
+	lapsing     bool // UnlockAt is setting the lease's end: no more watchdog renewals
 	lostForSure bool // the backend said the key is not ours
 
 	obs *observed // nil when nothing observes the lock
@@ -249,7 +250,7 @@ func shortGrant(g driver.Grant, ttl time.Duration) bool {
 func (l *Lock) confirmed(start time.Time, valid time.Duration) {
 	l.validFor = valid
 	l.validUntil = start.Add(valid)
-	if l.m.opts.autoRefresh {
+	if l.m.opts.autoRefresh && !l.lapsing {
 		l.nextRenew = start.Add(l.interval(valid))
 	}
 }
@@ -331,6 +332,60 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.timer.Stop()
 	l.unlock()
 	return err
+}
+
+// UnlockAt lets the lease lapse at t instead of releasing the lock now:
+// one renewal sets the lease to end at t, the watchdog stops, and the
+// handle ends as by Unlock (Done closes; Err reports [ErrLockReleased]).
+// The key stays held, by no one, until t; then it is free without a
+// release. It is for work that must not run again before t, such as a
+// scheduled job that finished sooner than the schedulers' clocks may
+// disagree: UnlockAt(ctx, nextRun.Add(-margin)) keeps the other schedulers
+// from running the same tick.
+//
+// If t is less than [MinTTL] away, UnlockAt is Unlock. If the renewal
+// fails, the handle stays held and renewed as before and UnlockAt returns
+// the error ([ErrLockLost] if the lease is gone). A t further away than
+// the backend's maximum lease fails the renewal the same way.
+func (l *Lock) UnlockAt(ctx context.Context, t time.Time) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	d := time.Until(t)
+	if d < MinTTL {
+		return l.Unlock(ctx)
+	}
+	l.mu.Lock()
+	if err := l.ended(time.Now()); err != nil {
+		l.unlock()
+		return err
+	}
+	l.lapsing, l.nextRenew = true, time.Time{}
+	l.unlock()
+
+	err := l.Refresh(ctx, d)
+
+	l.mu.Lock()
+	defer l.unlock()
+	l.lapsing = false
+	if err != nil {
+		if l.err == nil && !l.unlocked && l.m.opts.autoRefresh {
+			now := time.Now()
+			l.nextRenew = now // renew soon: the watchdog was held off
+			l.timer.Reset(l.nextEvent().Sub(now))
+		}
+		return err
+	}
+	if l.err != nil || l.unlocked { // ended, or unlocked, while renewing
+		return ErrLockReleased
+	}
+	l.unlocked = true
+	if l.obs != nil {
+		l.obs.released = nil
+	}
+	l.end(ctx, ErrLockReleased, 0)
+	l.timer.Stop()
+	return nil
 }
 
 // end ends the lease with reason, ErrLockReleased or a loss for cause; the

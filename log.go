@@ -6,7 +6,9 @@ import (
 )
 
 // WithLogger logs what the locks do to logger (distlock is silent without
-// one): a lost lease at Warn, with its key, fencing token and cause; a
+// one): a lost lease at Warn, with its key, fencing token and cause; the
+// first attempt of a call that the backend's restart guard refused at Warn
+// (see [ErrRestartGuard]); a
 // renewal that failed (the lease may still be renewed) at Info; every
 // attempt, grant, renewal and release at Debug. Given to [New] it sets the
 // logger of every lock of the client, given to [Client.Mutex] that lock's
@@ -27,6 +29,10 @@ func (o logObserver) Observe(ctx context.Context, e Event) {
 		level = slog.LevelWarn
 	case EventRenewalFailed:
 		level = slog.LevelInfo
+	case EventAttempt:
+		if e.Outcome == Guarded && e.Attempts == 1 {
+			level = slog.LevelWarn // a wait that would look like contention
+		}
 	}
 	if !o.l.Enabled(ctx, level) {
 		return

@@ -82,6 +82,8 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	case err != nil:
 		m.abandon(ctx, req.Lease, true)
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
+	case g.Guarded:
+		return nil, cl.failed(ctx, m, guardError(m.key, g))
 	case !g.Acquired:
 		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
 	}
@@ -163,6 +165,9 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 		if w.lastErr != nil {
 			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
 		}
+		if g.Guarded {
+			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
+		}
 		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
 	}
 }
@@ -198,6 +203,8 @@ func (cl *call) attempt(ctx context.Context, m *Mutex, start time.Time, g driver
 		e.Outcome, e.Err = AttemptError, err
 	case g.Acquired:
 		e.Outcome = Granted
+	case g.Guarded:
+		e.Outcome = Guarded
 	default:
 		e.Outcome = HeldByOther
 	}
@@ -379,29 +386,41 @@ func (m *Mutex) unsupported(adjective string) error {
 }
 
 // abandon releases what an attempt with an unknown outcome may have taken,
-// and leaves the key's queue, as [Mutex.release] does: detached from ctx,
-// which is usually what ended the attempt. After an attempt of unknown
-// outcome (ambiguous) when ctx has ended, abandon waits for the release at
-// most abandonGrace: the caller's deadline has passed, and a backend that
-// failed to answer must not hold the call much beyond it; the release goes
-// on in the background. Otherwise it waits, so that a waiter that gave up
-// has left the line when Lock returns.
+// and leaves the key's queue, detached from ctx, which is usually what
+// ended the attempt. It waits for one release, so that a waiter that gave
+// up has left the line when Lock returns; after an attempt of unknown
+// outcome (ambiguous) when ctx has ended, for at most abandonGrace: the
+// caller's deadline has passed, and a backend that failed to answer must
+// not hold the call much beyond it. A release whose outcome is unknown
+// is repeated in the background, as [Mutex.release] does, rather than
+// holding up a call that already failed.
 func (m *Mutex) abandon(ctx context.Context, l driver.Lease, ambiguous bool) {
+	first := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
+		err := m.c.backend.Release(rctx, l)
+		cancel()
+		first <- err
+		if !settled(err) {
+			_ = m.release(ctx, l) // best effort: the lease expires anyway
+		}
+	}()
 	if !(ambiguous && ctx.Err() != nil) {
-		_ = m.release(ctx, l) // best effort: the lease expires anyway
+		<-first
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = m.release(ctx, l)
-	}()
 	t := time.NewTimer(abandonGrace)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-first:
 	case <-t.C:
 	}
+}
+
+// settled reports whether a release that returned err has a known
+// outcome: done, not held, or refused in a way a repeat would meet again.
+func settled(err error) bool {
+	return err == nil || isNotHeld(err) || refused(err)
 }
 
 // release ends the holding l on the backend. A release is idempotent, so
@@ -421,7 +440,7 @@ func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
 	var t *time.Timer
 	for n := 1; ; n++ {
 		err := m.c.backend.Release(rctx, l)
-		if err == nil || isNotHeld(err) || refused(err) || rctx.Err() != nil {
+		if settled(err) || rctx.Err() != nil {
 			if t != nil {
 				t.Stop()
 			}
@@ -500,6 +519,12 @@ func (m *Mutex) refusal(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
 	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+}
+
+// guardError is the error of an attempt that the restart guard refused.
+func guardError(key string, g driver.Grant) error {
+	return fmt.Errorf("%w: %q is refused for up to %v more because the store may have lost data; if its servers lost nothing (new, or persisting every write), Client.DeclareFresh ends the wait",
+		ErrRestartGuard, key, g.RetryAfter.Round(time.Second))
 }
 
 // isNotHeld reports whether a backend says the owner no longer holds the key.

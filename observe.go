@@ -87,11 +87,12 @@ const (
 	Granted      Outcome = iota + 1 // the attempt took the lock
 	HeldByOther                     // someone else holds it (or is ahead in line)
 	AttemptError                    // the backend failed; the outcome is unknown
+	Guarded                         // the backend's restart guard held it back (see ErrRestartGuard)
 )
 
-var outcomeNames = [...]string{"", "granted", "held", "error"}
+var outcomeNames = [...]string{"", "granted", "held", "error", "guarded"}
 
-// String returns "granted", "held" or "error".
+// String returns "granted", "held", "error" or "guarded".
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o != 0 {
 		return outcomeNames[o]

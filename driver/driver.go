@@ -192,6 +192,12 @@ type Grant struct {
 	// A lease known to end now is reported as a small positive value.
 	RetryAfter time.Duration
 
+	// Guarded, when not Acquired, says that the backend's restart guard
+	// refused the grant, not a holder: the store may have lost data, and
+	// grants no new lease until RetryAfter has passed or the store is
+	// declared fresh (see [FreshDeclarer]).
+	Guarded bool
+
 	// Lost, if not nil, is closed when the backend learns that the holding
 	// is gone (a session expired). Leases that only end by TTL leave it nil.
 	Lost <-chan struct{}
@@ -268,6 +274,16 @@ type Backend interface {
 	// Close frees what the backend opened itself (subscriptions,
 	// sessions), not the clients it was given, nor held locks.
 	Close() error
+}
+
+// FreshDeclarer is implemented by backends with a restart guard (redislock,
+// redlock): a store that may have lost data refuses new grants for a while,
+// and DeclareFresh tells it that its servers lost nothing since they
+// started, so that it grants at once. See the backends' docs for when
+// that is safe. It is optional: distlock.Client.DeclareFresh calls it
+// where the backend has it.
+type FreshDeclarer interface {
+	DeclareFresh(ctx context.Context) error
 }
 
 // Watch is a subscription to the releases of one key.

@@ -17,37 +17,45 @@ const (
 	regionEnd   = "// readme-end"
 )
 
-// TestReadmeCode checks that every Go block in the README is a copy of an
-// example program, so that it compiles and runs: a whole file, or a region
-// between marker lines. Every region must appear in the README in turn.
+// TestReadmeCode checks that every Go block in the README and in the pages
+// of docs/ is a copy of an example program, so that it compiles and runs:
+// a whole file, or a region between marker lines. Every region must appear
+// in the README or in a page of docs/.
 func TestReadmeCode(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	pages, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
-	}
-	blocks, err := goBlocks(string(readme))
-	if err != nil {
-		t.Fatalf("README.md: %v", err)
-	}
-	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```go block")
 	}
 	copies, err := exampleCode(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	shown := map[string]bool{}
-	for _, b := range blocks {
-		i := slices.IndexFunc(copies, func(c code) bool { return c.text == b.text })
-		if i < 0 {
-			t.Errorf("README.md line %d: the Go block is not a copy of an example file or region; %s", b.line, closest(b, copies))
-			continue
+	for _, page := range append([]string{"../README.md"}, pages...) {
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-		shown[copies[i].where] = true
+		name := strings.TrimPrefix(page, "../")
+		blocks, err := goBlocks(string(md))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(blocks) == 0 && name == "README.md" {
+			t.Fatal("README.md has no ```go block")
+		}
+		for _, b := range blocks {
+			i := slices.IndexFunc(copies, func(c code) bool { return c.text == b.text })
+			if i < 0 {
+				t.Errorf("%s line %d: the Go block is not a copy of an example file or region; %s", name, b.line, closest(b, copies))
+				continue
+			}
+			shown[copies[i].where] = true
+		}
 	}
 	for _, c := range copies {
 		if c.region && !shown[c.where] {
-			t.Errorf("%s is marked for the README but not shown there", c.where)
+			t.Errorf("%s is marked for the README but shown neither there nor in docs/", c.where)
 		}
 	}
 }

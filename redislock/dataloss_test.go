@@ -184,7 +184,11 @@ func TestSentinelFailoverToStaleReplica(t *testing.T) {
 	key := t.Name()
 	plain := distlock.New(newBackend(t, newRDB()), distlock.WithTTL(time.Minute)).Mutex(key)
 	replicated := distlock.New(newBackend(t, newRDB(), redislock.WithReplicas(1, 300*time.Millisecond)), distlock.WithTTL(time.Minute)).Mutex(key)
-	lockTimes(t, replicated, 2) // the replica has the counter
+	lockTimes(t, replicated, 2)
+	// The replica has the counter and the last release: paused before it
+	// applied that release, it would bring the lock back when promoted,
+	// until its TTL (see Failover in the package documentation).
+	waitReplicated(t, s.Master, s.Replica)
 
 	s.Replica.Pause(t)
 	if l, err := replicated.TryLock(ctx); !errors.Is(err, redislock.ErrNotReplicated) {
@@ -223,6 +227,36 @@ func TestSentinelFailoverToStaleReplica(t *testing.T) {
 	t.Logf("token %d before the failover (lost with the master), %d after", lost.Token(), l.Token())
 	if l.Token() <= lost.Token() {
 		t.Errorf("token %d on the promoted replica; want above the lost holder's %d", l.Token(), lost.Token())
+	}
+}
+
+// waitReplicated waits until replica has applied every write master has
+// made so far: its replication offset has reached the master's.
+func waitReplicated(t *testing.T, master, replica *testserver.Redis) {
+	t.Helper()
+	offset := func(srv *testserver.Redis, field string) int64 {
+		t.Helper()
+		info, err := srv.Do(t, "INFO", "replication")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("%s %q: %v", field, v, err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("INFO replication of %s has no %s", srv.Addr(), field)
+		return 0
+	}
+	want := offset(master, "master_repl_offset")
+	for deadline := time.Now().Add(30 * time.Second); offset(replica, "slave_repl_offset") < want; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica did not reach the master's replication offset %d within 30s", want)
+		}
 	}
 }
 

@@ -68,11 +68,14 @@ func bounded(t *testing.T, name string, timeout time.Duration, cause string, f f
 
 // TestDeadlinesRefused: with nothing listening, every call fails within its
 // deadline and says "connection refused", not only that the deadline passed.
+// Each failed release is repeated for the release timeout (distlock's, 5s
+// by default; set short here, as in TestDeadlinesPaused): what is checked
+// is that each call to Redis fails at once.
 func TestDeadlinesRefused(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	for name, open := range recommended {
 		t.Run(name, func(t *testing.T) {
-			c := open(t, refusedAddr(t))
+			c := open(t, refusedAddr(t), distlock.WithReleaseTimeout(100*time.Millisecond))
 			m := c.Mutex(t.Name())
 			bounded(t, "TryLock", timeout, "connection refused", func(ctx context.Context) error {
 				_, err := m.TryLock(ctx)
@@ -88,7 +91,7 @@ func TestDeadlinesRefused(t *testing.T) {
 
 			// A lock held when its server died.
 			srv := testserver.StartRedis(t)
-			c = open(t, srv.Addr(), distlock.WithTTL(time.Minute))
+			c = open(t, srv.Addr(), distlock.WithTTL(time.Minute), distlock.WithReleaseTimeout(100*time.Millisecond))
 			l, err := c.Mutex(t.Name()).TryLock(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -144,7 +147,8 @@ func TestDeadlinesPaused(t *testing.T) {
 
 // TestMisconfiguredURL: a wrong password, or TLS to a plain-text server,
 // fails at once with an error that says so, instead of retrying (or
-// waiting for a TLS handshake) until the deadline.
+// waiting for a TLS handshake) until the deadline, or repeating the release
+// of an attempt that took nothing for the release timeout.
 func TestMisconfiguredURL(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	const timeout = 3 * time.Second

@@ -10,7 +10,8 @@
 //
 // Each operation is one Lua script, so one round trip, atomic on the server:
 //
-//   - Acquire: if the lock key is free, issue the next fencing token (the
+//   - Acquire: if the lock key is free, and no readers or permits hold the
+//     key (see Kinds), issue the next fencing token (the
 //     key's counter plus one, or the server's clock in µs if that is
 //     higher; see below) and SET the lock with the owner token, the token,
 //     the server's TIME and the holder's host and pid, with PX ttl. If the same owner already holds it,
@@ -64,6 +65,12 @@
 // vanishes is dropped when its place lapses. Every client locking a key must
 // use fairness for the order to hold: a plain acquire ignores the queue.
 //
+// A re-entrant mutex may be fair: its first hold waits its turn in the
+// queue like any fair waiter, and while its lease holds the lock, further
+// holds of the same identity are granted at once, whoever waits in line.
+// Its turn comes by message, not by hand-over (a handed-over grant is a
+// plain lease), so it costs one more round trip.
+//
 // # Semaphores
 //
 // Client.Semaphore(key, n) keeps its holders in a sorted set by lease
@@ -86,8 +93,23 @@
 // the lock key's, so plain locks cost what they did: a release removes one
 // hold (with a receipt per call, kept 10s) and the last one deletes the key;
 // a renewal by any hold extends the lease and its holds together, never
-// below what is left while there are other holds. Re-entrant locks are not
-// fair: asking for both fails with errors.ErrUnsupported.
+// below what is left while there are other holds. Re-entrant locks may be
+// fair (see Fair locks).
+//
+// # Kinds
+//
+// A key is one kind of lock at a time, while any holding of it lives: a
+// mutex (plain, fair or re-entrant), a read-write lock, or a semaphore of
+// one size. Each acquire script looks for live holdings of the other
+// families before it grants or queues (one EXISTS on the readers and
+// permits for a mutex; the lock key for readers and permits), and refuses
+// a request of another family, or for a semaphore of another size, with a
+// *driver.KindError that names both: distlock then fails the call at once,
+// wrapping driver.ErrKindMismatch, instead of waiting. A writer's lease is
+// marked as such in its value by the script, so a mutex and a writer tell
+// each other apart; a semaphore keeps its size in its token hash, which
+// Inspect reports (driver.Info.Limit). Once the last holding ends, the key
+// may be used as another kind.
 //
 // # Inspection
 //
@@ -152,7 +174,7 @@
 // The cost: after a restart, new keys — and, without persistence, all
 // keys — wait until the server has run for the maximum lease length (a
 // second more, as uptime is read in whole seconds). Keys whose counter
-// survived are not held back. [WithoutRestartGuard] turns the guard off.
+// survived (and had not expired: see Guarantees) are not held back. [WithoutRestartGuard] turns the guard off.
 //
 // The guard does not cover: FLUSHALL or evictions on a server that has run
 // longer than the maximum lease; a failover (a promoted replica has not
@@ -188,6 +210,19 @@
 // the holder whose lock the failover lost, once the new holder has
 // written.
 //
+// Releases are not waited for: a failover to a replica that had not yet
+// received a release brings the released lock back, held by its former
+// owner, until its TTL runs out. That costs availability (the key is
+// locked out for up to one TTL), not exclusion, so Unlock does not pay a
+// WAIT for it; and a release that too few replicas confirmed could not be
+// undone anyway.
+//
+// A grant given back because too few replicas confirmed it is named by its
+// token (and, for a hold of a re-entrant lease, by a call id whose receipt
+// its first run leaves), so a give-back that arrives late cannot end the
+// grant the owner's retry took; until the give-back is known to have run,
+// the owner's next attempt sends it again first.
+//
 // # Guarantees
 //
 // Each row says what holds and what must be true for it.
@@ -209,8 +244,17 @@
 //	lost lease known by        all          the client's and the server's clocks advance at rates
 //	  ValidUntil (Done)                     within the drift allowance (WithDrift)
 //
-// The counter key never expires: one small key per lock name is the price
-// of tokens that do not go backwards. A resource that checks tokens
+// Every key a lock leaves behind expires: the lock with its lease, a
+// release's receipts after 10s, a fair queue one place's length after its
+// last waiter, a semaphore's or readers' sets with their last lease. The
+// counter lasts 10s after the key's last grant, and longer when it ran
+// ahead of the server clock (a written-back token, a burst of grants),
+// until the clock floor has passed it: a token issued after it expired
+// comes from the floor and is still above every earlier one, on the terms
+// above. So a key nobody holds or waits for leaves nothing after about
+// 10s; the cost is that a server clock set back by more than the time
+// since a key's last grant (plus those 10s) gives that key lower tokens.
+// A resource that checks tokens
 // (package fence) refuses a holder whose lease ended, whichever row's
 // condition failed, as long as tokens increase; where even that could fail
 // (a clock set back), it can also compare holders (fence's Holder helpers)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,13 @@ import (
 // acquireReplicated). The give-back names the grant by its token, not only
 // by its owner: the owner's next attempt may be granted the key again,
 // and a give-back still in flight (its reply lost, the request held up in
-// the network) must not delete that later grant when it lands.
+// the network) must not delete that later grant when it lands. A hold of
+// a re-entrant lease shares the lease's token with the owner's later hold
+// of the same lease, so the give-back also carries a call id: its first
+// run leaves a receipt, and its sendings after that, late or repeated, end
+// nothing (receipts last redisnode.ReceiptTTL; a request held up longer in
+// the network, while other holds keep the lease alive, is the residual
+// risk).
 //
 // The owner's next attempt must also not be handed the same grant back as
 // the confirmation of a lost reply: the late give-back would then delete
@@ -47,26 +52,28 @@ type givebackKey struct{ key, owner string }
 
 type giveback struct {
 	token uint64
+	call  string
 	until time.Time
 }
 
-// unsettled returns the token of owner's unsettled give-back on key, or 0.
-func (g *givebacks) unsettled(key, owner string) uint64 {
+// unsettled returns the token and call id of owner's unsettled give-back
+// on key, or 0.
+func (g *givebacks) unsettled(key, owner string) (uint64, string) {
 	if g.n.Load() == 0 {
-		return 0
+		return 0, ""
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	e, ok := g.m[givebackKey{key, owner}]
 	if !ok || time.Now().After(e.until) {
-		return 0
+		return 0, ""
 	}
-	return e.token
+	return e.token, e.call
 }
 
-// note records the outcome of a give-back of token: settled when it is
-// known to have run (or never to have been sent).
-func (g *givebacks) note(key, owner string, token uint64, settled bool) {
+// note records the outcome of a give-back of token, sent as call: settled
+// when it is known to have run (or never to have been sent).
+func (g *givebacks) note(key, owner string, token uint64, call string, settled bool) {
 	k := givebackKey{key, owner}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -88,7 +95,7 @@ func (g *givebacks) note(key, owner string, token uint64, settled bool) {
 			}
 		}
 	}
-	g.m[k] = giveback{token: token, until: now.Add(givebackHorizon)}
+	g.m[k] = giveback{token: token, call: call, until: now.Add(givebackHorizon)}
 	g.n.Store(int32(len(g.m)))
 }
 
@@ -103,24 +110,22 @@ func (g *givebacks) forget(key, owner string) {
 	g.n.Store(int32(len(g.m)))
 }
 
-// giveBack releases owner's grant of token on key, and only that grant, and
-// records whether it is known to have run.
-func (b *Backend) giveBack(ctx context.Context, k redisnode.Keys, key, owner string, token uint64) error {
-	// The lock's value begins "owner LF token LF": naming both as the owner
-	// matches this grant and no later one.
-	_, err := redisnode.ReleaseWaking(ctx, b.rdb, k, owner+"\n"+strconv.FormatUint(token, 10), redisnode.WakeNext)
-	b.givebacks.note(key, owner, token, err == nil || redisnode.NeverSent(err))
+// giveBack releases owner's grant of token on key, and only that grant, as
+// the give-back call, and records whether it is known to have run.
+func (b *Backend) giveBack(ctx context.Context, k redisnode.Keys, key, owner string, token uint64, call string) error {
+	_, err := redisnode.GiveBack(ctx, b.rdb, k, owner, token, call)
+	b.givebacks.note(key, owner, token, call, err == nil || redisnode.NeverSent(err))
 	return err
 }
 
 // settle sends owner's unsettled give-back on key again, if there is one,
 // before an attempt of that owner.
 func (b *Backend) settle(ctx context.Context, k redisnode.Keys, key, owner string) error {
-	token := b.givebacks.unsettled(key, owner)
+	token, call := b.givebacks.unsettled(key, owner)
 	if token == 0 {
 		return nil
 	}
-	if err := b.giveBack(ctx, k, key, owner, token); err != nil {
+	if err := b.giveBack(ctx, k, key, owner, token, call); err != nil {
 		return fmt.Errorf("%w: %w", errGivebackUnsettled, err)
 	}
 	return nil

@@ -131,8 +131,7 @@ func checkLease(ttl time.Duration) error {
 
 // Capabilities implements driver.Backend: waiters are notified (fair ones
 // in turn), and fair locks, read-write locks, semaphores and re-entrant
-// locks are offered. A re-entrant lock is not fair: a request with both
-// fails with errors.ErrUnsupported.
+// locks (fair ones too) are offered.
 func (b *Backend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true, Reentrant: true}
 }
@@ -143,8 +142,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if err := b.check(req.Key); err != nil {
 		return driver.Grant{}, err
 	}
-	if req.Reentry != "" && (req.Fair || req.Kind != driver.Exclusive) {
-		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks are exclusive and not fair: %w", errors.ErrUnsupported)
+	if req.Reentry != "" && req.Kind != driver.Exclusive {
+		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks are mutexes (kind %v): %w", req.Kind, errors.ErrUnsupported)
 	}
 	if err := checkLease(req.TTL); err != nil {
 		return driver.Grant{}, err
@@ -164,6 +163,10 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		switch {
 		case b.replicas > 0:
 			token, wait, err = b.acquireReplicated(ctx, k, req, desc)
+		case req.Reentry != "" && req.Fair:
+			// A re-entrant lease's first hold waits its turn; it takes no
+			// hand-over, which grants a plain lease.
+			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, "", req.Reentry)
 		case req.Reentry != "":
 			token, wait, err = redisnode.AcquireReentrant(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Reentry)
 		case req.Fair:
@@ -174,12 +177,12 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 				}
 				stamp = redisnode.Stamp()
 			}
-			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, stamp)
+			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, stamp, "")
 		default:
 			token, wait, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
 		}
 	case driver.Write:
-		token, wait, err = redisnode.AcquireWrite(ctx, b.rdb, k, req.Owner, req.TTL, redisnode.DescribeWriter(req.Meta), req.Queue)
+		token, wait, err = redisnode.AcquireWrite(ctx, b.rdb, k, req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)
 	case driver.Read:
 		token, wait, err = redisnode.AcquireRead(ctx, b.rdb, k, req.Owner, req.TTL)
 	case driver.Permit:
@@ -189,7 +192,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}
 	switch {
 	case err != nil:
-		return driver.Grant{}, err
+		return driver.Grant{}, misconfigured(err)
 	case token == 0:
 		return driver.Grant{RetryAfter: wait}, nil
 	}
@@ -229,19 +232,17 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 		}
 		node = m
 	}
-	if req.Reentry == "" {
-		if err := b.settle(ctx, k, req.Key, req.Owner); err != nil {
-			return 0, 0, err
-		}
+	if err := b.settle(ctx, k, req.Key, req.Owner); err != nil {
+		return 0, 0, err
 	}
 	run := func() (*redis.Cmd, *redis.IntCmd, error) {
 		pipe := node.Pipeline()
 		var acq *redis.Cmd
 		switch {
+		case req.Fair:
+			acq = redisnode.AcquireFairCmd(ctx, pipe, k, req.Owner, req.TTL, desc, req.Queue, req.Reentry)
 		case req.Reentry != "":
 			acq = redisnode.AcquireReentrantCmd(ctx, pipe, k, req.Owner, req.TTL, desc, req.Reentry)
-		case req.Fair:
-			acq = redisnode.AcquireFairCmd(ctx, pipe, k, req.Owner, req.TTL, desc, req.Queue)
 		default:
 			acq = redisnode.AcquireCmd(ctx, pipe, k, req.Owner, req.TTL, desc)
 		}
@@ -259,25 +260,19 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 	if err != nil && acq.Err() != nil {
 		return 0, 0, acq.Err()
 	}
-	n, _ := acq.Int64()
-	token, holderTTL, _ := redisnode.Grant(n)
-	if token == 0 {
-		return 0, holderTTL, nil
+	token, holderTTL, err := redisnode.ReadGrant(acq, k)
+	if err != nil || token == 0 {
+		return 0, holderTTL, err
 	}
 	acked, werr := wait.Result()
 	if werr == nil && acked >= int64(b.replicas) {
 		return token, 0, nil
 	}
 	// Too few replicas have it: give it back rather than hold a lock a
-	// failover could forget. A re-entrant hold is given back by its owner
-	// (its lease has no token of its own); see giveback.go for the rest.
+	// failover could forget (see giveback.go).
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.waitFor+time.Second)
 	defer cancel()
-	if req.Reentry != "" {
-		_, _ = redisnode.Release(rctx, b.rdb, k, req.Owner)
-	} else {
-		_ = b.giveBack(rctx, k, req.Key, req.Owner, token)
-	}
+	_ = b.giveBack(rctx, k, req.Key, req.Owner, token, redisnode.Stamp())
 	if werr != nil {
 		return 0, 0, fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, werr)
 	}
@@ -301,7 +296,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err == nil && !ok {
 		return driver.ErrNotHeld
 	}
-	return err
+	return misconfigured(err)
 }
 
 // Refresh implements driver.Backend: compare-and-extend, in one round trip
@@ -324,7 +319,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	ok, err := refresh(ctx, b.rdb, b.keys.Get(l.Key), l.Owner, ttl)
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, misconfigured(err)
 	case !ok:
 		return 0, driver.ErrNotHeld
 	}
@@ -383,6 +378,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 		for kind, ls := range map[driver.Kind]redisnode.Leases{driver.Read: readers, driver.Permit: permits} {
 			if ls.Count > 0 {
 				info = driver.Info{Held: true, Kind: kind, Token: ls.Newest, TTL: ls.TTL, Holds: ls.Count}
+				if kind == driver.Permit {
+					info.Limit = ls.Limit
+				}
 			}
 		}
 	}

@@ -6,7 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock"
 )
 
 // plainProbeAfter is how long a TLS handshake may stall before the server
@@ -81,4 +87,32 @@ func plainText(ctx context.Context, d *net.Dialer, network, addr string) bool {
 		return false
 	}
 	return b[0] == '+' || b[0] == '-'
+}
+
+// setupReplies begin the server's replies that refuse the client as it is
+// set up: its credentials, or the database it asks for.
+var setupReplies = []string{"WRONGPASS", "NOAUTH", "ERR invalid password", "ERR AUTH", "ERR DB index is out of range", "ERR invalid DB index"}
+
+// misconfigured wraps err with distlock.ErrInvalidBackend when it shows
+// that the client cannot work as set up, however often it tries: the
+// server refuses its credentials or has no such database, or TLS does not
+// match the server. No request ran then; distlock fails the call at once
+// instead of retrying it until its context ends, and does not repeat the
+// release of an attempt that took nothing.
+func misconfigured(err error) error {
+	if err == nil || errors.Is(err, distlock.ErrInvalidBackend) {
+		return err
+	}
+	var (
+		reply  redis.Error
+		cert   *tls.CertificateVerificationError
+		header tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, errPlainText), errors.As(err, &cert), errors.As(err, &header):
+	case errors.As(err, &reply) && slices.ContainsFunc(setupReplies, func(p string) bool { return strings.HasPrefix(reply.Error(), p) }):
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", distlock.ErrInvalidBackend, err)
 }

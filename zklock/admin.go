@@ -61,17 +61,20 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 				return driver.Info{}, err
 			}
 		}
-		parent := b.keyPath(key)
+		kn := keyNode(b.linePath(key))
 		for {
-			raw, st, err := b.conn.Get(parent)
+			raw, st, err := b.conn.Get(kn)
+			if errors.Is(err, zk.ErrNoNode) { // left empty, and deleted
+				return info, nil
+			}
 			if err != nil {
 				return driver.Info{}, err
 			}
 			if last, _ := strconv.ParseUint(string(raw), 10, 64); last >= info.Token {
 				return info, nil
 			}
-			_, err = b.conn.Set(parent, []byte(strconv.FormatUint(info.Token, 10)), st.Version)
-			if !errors.Is(err, zk.ErrBadVersion) {
+			_, err = b.conn.Set(kn, []byte(strconv.FormatUint(info.Token, 10)), st.Version)
+			if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
 				return info, err
 			}
 		}

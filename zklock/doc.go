@@ -10,13 +10,32 @@
 //
 // # Nodes
 //
-// A key is a persistent node under the root (default [DefaultRoot]; the
-// key's bytes other than letters, digits, '_', ':' and '-' are escaped as
-// %XX). Each holding and each waiter is an ephemeral sequential child of
-// it (re-entrant leases aside: see below), named kind-hash-sequence, where the hash names the owner token (a
-// hash, because whoever knows a token can release its lock). The lowest
-// sequence holds a mutex or write lock; readers hold while no writer is
-// ahead of them; the n lowest permits hold a semaphore of n.
+// A key (1 to distlock.MaxKeyLen bytes, any bytes) is a node under the
+// root (default [DefaultRoot]; the key's bytes other than letters, digits,
+// '_', ':' and '-' are escaped as %XX, so every key makes a valid znode
+// name), whose
+// child "line" holds the key's holders and waiters. Each holding and each
+// waiter is an ephemeral sequential child of the line (re-entrant leases
+// aside: see below), named kind-hash-sequence, where
+// the kind is x (mutex), w (writer), r (reader) or sN (a permit of a
+// semaphore of N), and the hash names the owner token (a hash, because
+// whoever knows a token can release its lock). The lowest sequence holds a
+// mutex or write lock; readers hold while no writer is ahead of them; the
+// n lowest permits hold a semaphore of n.
+//
+// # One key, one kind
+//
+// A key is used one way at a time: as a mutex (re-entrant or not), as a
+// read-write lock, or as a semaphore of one size. Every attempt lists the
+// line, and the names say how the nodes in it use the key: an attempt
+// that finds a node of another family (or a semaphore of another size)
+// ahead of its own is refused with a *driver.KindError, and deletes its
+// node, whether it would have waited or not. A mutex and a writer are of
+// different families. Of two attempts of different kinds made at once,
+// the node made first wins: the later one sees it and is refused, and
+// the earlier one sees nothing foreign ahead of it. A foreign node whose
+// lease lapsed is cleared first, as any node in the way. A waiter keeping
+// its place in line counts as a use of the key, as a holder does.
 //
 // Only a waiter that keeps a place in line is served in order: a fair
 // Lock (see distlock.WithFairness), first come, first served, and a
@@ -57,6 +76,11 @@
 // Grant.Lost is nil. A re-entrant acquisition lists the line before it
 // writes: 3 round trips when the lock is free.
 //
+// A re-entrant mutex may be fair (distlock.WithFairness): its first hold
+// takes its turn, the identity's node keeping its place in line as a fair
+// waiter's does, and each further hold of the identity, while it holds,
+// is granted at once, ahead of the waiters behind it.
+//
 // # Fencing tokens
 //
 // A holding's token is its node's creation zxid, read from the same
@@ -64,9 +88,35 @@
 // log: they increase across every key, and survive server restarts and
 // leader changes, so a new holder's token is above every earlier one's.
 // When a key is free, Inspect reports the last released holding's token,
-// kept in the key's node. A zxid carries the leader's epoch in its high 32
-// bits, so tokens are large numbers (below 2^63) that jump at each leader
-// change.
+// kept in the key's node until the node is reclaimed (see below), and 0
+// after that. A zxid carries the leader's epoch in its high 32 bits, so
+// tokens are large numbers (below 2^63) that jump at each leader change.
+//
+// # Reclaimed state
+//
+// A key's node and its line are container nodes (ZooKeeper 3.5 and newer):
+// the leader deletes a container left without children at its next check
+// of containers, every znode.container.checkIntervalMs (a Java system
+// property of the servers, 60s by default). So once nobody holds or waits
+// for a key (released, given up, or gone with its session), its line is
+// deleted at the next check and its node, with the last token, at the one
+// after: a key leaves nothing behind after two check intervals (two
+// minutes by default; longer when more than znode.container.maxPerMinute
+// containers await deletion), and its last token stays readable for one
+// interval at least. Only the root and its clock node stay. Tokens are
+// unaffected: zxids are global, so a key made again issues tokens above
+// every earlier one. An acquisition that finds its line deleted under it
+// makes it again.
+//
+// The node of a holder that stopped renewing, whose session lives on, is
+// deleted by the next client it is in the way of, or by its own client
+// shortly after its lease ends (by that client's clock, drift allowed
+// for). Two things outlive all this: a re-entrant lease whose holders'
+// processes all ended without releasing it (a persistent node: it goes
+// when the next contender clears its lapsed lease), and a key's node or
+// line made by an attempt that failed before making its own node and was
+// never repeated (a container that never had a child is deleted only if
+// the servers set znode.container.maxNeverUsedIntervalMs).
 //
 // # Leases on sessions
 //

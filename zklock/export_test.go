@@ -15,3 +15,6 @@ func SetLineRead(f func()) {
 	}
 	lineRead.Store(&f)
 }
+
+// LinePath is where the holders and waiters of key live under root.
+func LinePath(root, key string) string { return (&Backend{root: root}).linePath(key) }

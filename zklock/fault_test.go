@@ -3,9 +3,13 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/distlocktest"
@@ -27,6 +31,7 @@ func TestEnsemble(t *testing.T) {
 	e := testserver.StartEnsemble(t, 3)
 	addrs := e.Addrs()
 	t.Run("Conformance", func(t *testing.T) { distlocktest.Run(t, harness(t, addrs)) })
+	t.Run("KindAfterReleaseElsewhere", func(t *testing.T) { testKindAfterReleaseElsewhere(t, e) })
 	t.Run("KillLeader", func(t *testing.T) { testKillLeader(t, e) })
 	t.Run("LostCreateReply", func(t *testing.T) { testLostCreateReply(t, e) })
 	t.Run("ShortPartitionKeepsLock", func(t *testing.T) { testShortPartition(t, e) })
@@ -42,14 +47,19 @@ func TestEnsemble(t *testing.T) {
 	})
 }
 
+// leaderChangeSession is the session timeout in testKillLeader: a holder
+// keeps its lock across a leader change if the election and its renewal
+// take less (less drift), and a loaded machine takes seconds for them.
+const leaderChangeSession = 20 * time.Second
+
 // testKillLeader: the leader dies while a lock is held and fair waiters
 // wait. The lock is kept through the election, the waiters are then
 // served in order, and tokens keep increasing.
 func testKillLeader(t *testing.T, e *testserver.Ensemble) {
 	addrs := e.Addrs()
 	key := "kill-leader"
-	opts := []distlock.Option{distlock.WithTTL(20 * time.Second), distlock.WithFairness()}
-	holder, err := distlock.New(newBackend(t, addrs, sessionTimeout), opts...).Mutex(key).Lock(ctxFor(t, 10*time.Second))
+	opts := []distlock.Option{distlock.WithTTL(leaderChangeSession), distlock.WithFairness()}
+	holder, err := distlock.New(newBackend(t, addrs, leaderChangeSession), opts...).Mutex(key).Lock(ctxFor(t, 10*time.Second))
 	if err != nil {
 		t.Fatalf("Lock: %v", err)
 	}
@@ -61,7 +71,7 @@ func testKillLeader(t *testing.T, e *testserver.Ensemble) {
 	)
 	errs := make(chan error, n)
 	for range n {
-		m := distlock.New(newBackend(t, addrs, sessionTimeout), opts...).Mutex(key)
+		m := distlock.New(newBackend(t, addrs, leaderChangeSession), opts...).Mutex(key)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -76,7 +86,17 @@ func testKillLeader(t *testing.T, e *testserver.Ensemble) {
 			errs <- l.Unlock(ctxFor(t, 10*time.Second))
 		}()
 	}
-	time.Sleep(500 * time.Millisecond) // the waiters queue up
+	admin := dial(t, addrs, sessionTimeout)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, _ = admin.Sync(keyPath(key))
+		kids, _, err := admin.Children(keyPath(key))
+		if err == nil && len(kids) == n+1 {
+			break // the waiters are in line
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the line before the leader's death: %v, %v; want the holder and %d waiters", kids, err, n)
+		}
+	}
 	leader := e.Leader(t)
 	leader.Kill(t)
 	defer func() { leader.Restart(t); e.AwaitServing(t) }()
@@ -124,15 +144,15 @@ func testLostCreateReply(t *testing.T, e *testserver.Ensemble) {
 	b := newBackend(t, []string{p.Addr()}, sessionTimeout)
 	key := "lost-create-reply"
 	owner := "owner-lost-create-reply-0123456789abcdef"
-	req := driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 20 * time.Second}
-	// Lock the key once, so that its node exists and the create whose
-	// reply is lost succeeds at its first try.
-	first := driver.Request{Lease: driver.Lease{Key: key, Owner: "owner-before"}, TTL: 20 * time.Second}
+	permit := func(owner string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner, Kind: driver.Permit}, Limit: 2, TTL: 20 * time.Second}
+	}
+	req := permit(owner)
+	// Another permit holds the key's line in place, so that the create
+	// whose reply is lost succeeds at its first try.
+	first := permit("owner-before")
 	if g, err := b.Acquire(ctxFor(t, 10*time.Second), first); err != nil || !g.Acquired {
 		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	if err := b.Release(ctxFor(t, 10*time.Second), first.Lease); err != nil {
-		t.Fatalf("Release: %v", err)
 	}
 	dropped := p.DropReply(zklock.OwnerHash(owner))
 	if g, err := b.Acquire(ctxFor(t, 10*time.Second), req); err == nil {
@@ -156,15 +176,17 @@ func testLostCreateReply(t *testing.T, e *testserver.Ensemble) {
 	admin := dial(t, e.Addrs(), sessionTimeout)
 	_, _ = admin.Sync(keyPath(key)) // its server may lag behind the leader
 	kids, _, err := admin.Children(keyPath(key))
-	if err != nil || len(kids) != 1 {
-		t.Fatalf("the key's nodes after the retry: %v, %v; want exactly one", kids, err)
+	if err != nil || len(kids) != 2 || !slices.ContainsFunc(kids, func(k string) bool { return strings.Contains(k, zklock.OwnerHash(owner)) }) {
+		t.Fatalf("the key's nodes after the retry: %v, %v; want the owner's and the other permit's", kids, err)
 	}
-	if err := b.Release(ctxFor(t, 10*time.Second), req.Lease); err != nil {
-		t.Fatalf("Release: %v", err)
+	for _, r := range []driver.Request{req, first} {
+		if err := b.Release(ctxFor(t, 10*time.Second), r.Lease); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
 	}
 	_, _ = admin.Sync(keyPath(key))
-	if kids, _, err := admin.Children(keyPath(key)); err != nil || len(kids) != 0 {
-		t.Errorf("the key's nodes after the release: %v, %v; want none", kids, err)
+	if kids, _, err := admin.Children(keyPath(key)); err != nil && err != zk.ErrNoNode || len(kids) != 0 {
+		t.Errorf("the key's nodes after the releases: %v, %v; want none", kids, err)
 	}
 	l, err := distlock.New(newBackend(t, e.Addrs(), sessionTimeout)).Mutex(key).TryLock(ctxFor(t, 10*time.Second))
 	if err != nil {
@@ -260,8 +282,11 @@ func testSafeLoss(t *testing.T, addrs []string, holderC *distlock.Client, sessio
 	if !at.After(doneAt) {
 		t.Errorf("another client got the lock %v before the holder's Done closed", doneAt.Sub(at))
 	}
-	if d := at.Sub(faultAt); d < session {
-		t.Errorf("another client got the lock %v after the fault, before the session (%v) could expire", d, session)
+	// The ensemble expires the session a session timeout after it last
+	// heard from the client, which may be a ping shortly before the
+	// fault: what must hold is that the holder's deadline came first.
+	if at.Before(deadline) {
+		t.Errorf("another client got the lock %v after the fault, %v before the holder's deadline", at.Sub(faultAt), deadline.Sub(at))
 	}
 	heal()
 	healed = true

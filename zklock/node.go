@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,16 +13,27 @@ import (
 	"github.com/distlock-go/distlock/driver"
 )
 
-// A lock's node has one ephemeral sequential child per holding or waiter,
-// named prefix-hash-sequence: the prefix says the kind, the hash names the
-// owner (so that an attempt whose reply was lost finds its node again),
-// and ZooKeeper appends the ten-digit sequence that orders the line.
+// A lock's line has one ephemeral sequential child per holding or waiter,
+// named prefix-hash-sequence: the prefix says the kind (and a permit's,
+// its semaphore's size: "s3" for one of 3), the hash names the owner (so
+// that an attempt whose reply was lost finds its node again), and
+// ZooKeeper appends the ten-digit sequence that orders the line. Every
+// attempt lists the line, so the names tell it how the key is used.
 var kindPrefix = map[driver.Kind]string{driver.Exclusive: "x", driver.Write: "w", driver.Read: "r", driver.Permit: "s"}
 
 // reentrantPrefix starts the name of a re-entrant lease's node: a mutex
 // node named by its re-entrant identity instead of an owner, and shared
 // by that identity's holds.
 const reentrantPrefix = "e"
+
+// namePrefix is the start of the name of a node of req's kind, before the
+// owner's hash.
+func namePrefix(kind driver.Kind, limit int) string {
+	if kind == driver.Permit {
+		return kindPrefix[kind] + strconv.Itoa(limit)
+	}
+	return kindPrefix[kind]
+}
 
 // ownerHash names owner in node names without showing it: whoever knows
 // an owner token can release its lock.
@@ -37,10 +49,11 @@ func reentryHash(reentry string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// child is one parsed child name of a lock's node.
+// child is one parsed child name of a lock's line.
 type child struct {
 	name      string
 	kind      driver.Kind
+	limit     int  // a permit's semaphore size (0: unknown, a node named "s-")
 	reentrant bool // a re-entrant lease's node: hash names its identity
 	hash      string
 	seq       int64
@@ -49,14 +62,17 @@ type child struct {
 // parseChild parses a child name; ok is false for names of other schemes.
 func parseChild(name string) (child, bool) {
 	p, rest, ok := strings.Cut(name, "-")
-	if !ok || len(rest) < 11 {
+	if !ok || len(rest) < 11 || p == "" {
 		return child{}, false
 	}
-	kind := driver.Kind(255)
+	kind, limit := driver.Kind(255), 0
 	for k, s := range kindPrefix {
 		if s == p {
 			kind = k
 		}
+	}
+	if n, err := strconv.Atoi(p[1:]); p[0] == kindPrefix[driver.Permit][0] && err == nil && n > 0 && p[1] != '0' {
+		kind, limit = driver.Permit, n
 	}
 	reentrant := p == reentrantPrefix
 	if reentrant {
@@ -67,7 +83,7 @@ func parseChild(name string) (child, bool) {
 	if kind == 255 || !ok || err != nil {
 		return child{}, false
 	}
-	return child{name: name, kind: kind, reentrant: reentrant, hash: hash, seq: seq}, true
+	return child{name: name, kind: kind, limit: limit, reentrant: reentrant, hash: hash, seq: seq}, true
 }
 
 // line parses and sorts a lock's children by sequence: the order in which
@@ -79,7 +95,7 @@ func line(names []string) []child {
 			kids = append(kids, c)
 		}
 	}
-	slices.SortFunc(kids, func(a, b child) int { return int(a.seq - b.seq) })
+	slices.SortFunc(kids, func(a, b child) int { return cmp.Compare(a.seq, b.seq) })
 	return kids
 }
 
@@ -88,10 +104,49 @@ func find(kids []child, h string) int {
 	return slices.IndexFunc(kids, func(c child) bool { return c.hash == h && !c.reentrant })
 }
 
+// shares reports whether c and a request of kind and limit use the key
+// the same way (see driver.Compatible); a permit of unknown size shares
+// with every permit.
+func (c child) shares(kind driver.Kind, limit int) bool {
+	if c.kind == driver.Permit && kind == driver.Permit && c.limit == 0 {
+		return true
+	}
+	return driver.Compatible(c.kind, c.limit, kind, limit)
+}
+
+// foreign returns the children of ahead that use the key another way than
+// a request of kind and limit. ahead is the line before the request's own
+// node (or the whole line when it has none): a node made earlier wins, so
+// of two requests of different kinds made at once, the later one sees the
+// earlier and is refused, and the earlier one, seeing nothing foreign
+// ahead of it, goes on as usual.
+func foreign(ahead []child, kind driver.Kind, limit int) []child {
+	var fs []child
+	for _, c := range ahead {
+		if !c.shares(kind, limit) {
+			fs = append(fs, c)
+		}
+	}
+	return fs
+}
+
+// kindError is the error of a request refused for the foreign child c.
+func kindError(req driver.Request, c child) *driver.KindError {
+	e := &driver.KindError{Key: req.Key, Held: c.kind.Family(), Asked: req.Kind}
+	if c.kind == driver.Permit {
+		e.HeldLimit = c.limit
+	}
+	if req.Kind == driver.Permit {
+		e.AskedLimit = req.Limit
+	}
+	return e
+}
+
 // blockers returns the children before kids[i] that keep it from holding
 // its lock: every earlier child of a mutex or writer; the earlier writers
 // of a reader; the earlier permits beyond limit-1 of a semaphore (all of
-// them, since any one leaving frees a permit).
+// them, since any one leaving frees a permit). The children before kids[i]
+// are all of its family: a request checks that first (see foreign).
 func blockers(kids []child, i int, limit int) []child {
 	me := kids[i]
 	switch me.kind {
@@ -115,12 +170,15 @@ func blockers(kids []child, i int, limit int) []child {
 
 // holders returns the children that hold the lock now: the first, the
 // readers before the first writer, or the first limit permits (each
-// permit records its semaphore's limit).
+// permit records its semaphore's limit). Nodes of another family than
+// the first's, on their way out of the line, hold nothing.
 func holders(kids []child, limit func(child) int) []child {
 	if len(kids) == 0 {
 		return nil
 	}
-	switch kids[0].kind {
+	head := kids[0]
+	kids = slices.DeleteFunc(slices.Clone(kids), func(c child) bool { return !c.shares(head.kind, head.limit) })
+	switch head.kind {
 	case driver.Read:
 		i := slices.IndexFunc(kids, func(c child) bool { return c.kind != driver.Read })
 		if i < 0 {
@@ -128,7 +186,7 @@ func holders(kids []child, limit func(child) int) []child {
 		}
 		return kids[:i]
 	case driver.Permit:
-		n := min(limit(kids[0]), len(kids))
+		n := min(limit(head), len(kids))
 		return kids[:max(n, 1)]
 	default:
 		return kids[:1]

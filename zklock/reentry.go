@@ -29,18 +29,23 @@ const reentryRounds = 10
 // It lists the line first (one round trip more than acquire), so that it
 // finds the identity's node, and makes none when it would be refused.
 func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
-	parent := b.keyPath(req.Key)
+	parent := b.linePath(req.Key)
 	lk := lease{req.Key, req.Owner}
 	rh, oh := reentryHash(req.Reentry), ownerHash(req.Owner)
 	made := "" // the node this call made as a holding, if any
+	// The line is read before this call writes anything, so the server may
+	// show it as it was before changes other clients already made (a
+	// release): a refusal seen so is confirmed after a sync.
+	synced, syncNext := false, false
 	for range reentryRounds {
 		e, known := b.entry(lk)
-		if known && e.path == "" {
-			// A write whose reply was lost: sync, or a lagging server may
-			// not show it.
+		if known && e.path == "" || syncNext {
+			// A write whose reply was lost, or a refusal to confirm: sync,
+			// or a lagging server may not show the changes.
 			if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, err
 			}
+			synced, syncNext = true, false
 		}
 		names, _, err := b.conn.Children(parent)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -83,6 +88,34 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 			b.forget(lk)
 			continue
 		}
+		ahead := kids // the line before the node the request holds or would join
+		switch {
+		case mine >= 0:
+			ahead = kids[:mine]
+		case len(ids) > 0:
+			ahead = kids[:ids[0]]
+		}
+		if fs := foreign(ahead, driver.Exclusive, 0); len(fs) > 0 {
+			var now int64
+			freed, _, err := b.clearLapsed(parent, fs, &now)
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			if freed {
+				continue
+			}
+			if !synced {
+				syncNext = true
+				continue
+			}
+			if mine >= 0 {
+				if _, _, err := b.removeHold(parent, parent+"/"+kids[mine].name, oh, false); err != nil {
+					return driver.Grant{}, err
+				}
+			}
+			b.forget(lk)
+			return driver.Grant{}, kindError(req, fs[0])
+		}
 		var g driver.Grant
 		var done bool
 		switch {
@@ -91,6 +124,9 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 			// other node came first.
 			b.setRefused(lk, false)
 			return driver.Grant{Acquired: true, Token: e.token, ValidFor: b.validForLease(req.TTL)}, nil
+		case len(ids) == 0 && len(kids) > 0 && req.Queue <= 0 && !synced && made == "":
+			syncNext = true
+			continue
 		case len(ids) == 0:
 			g, done, err = b.createReentrant(lk, req, parent, rh, oh, kids)
 			if n, ok := b.entry(lk); err == nil && ok && n.data.Held {
@@ -191,7 +227,7 @@ func (b *Backend) joinReentrant(lk lease, req driver.Request, parent, rh, oh str
 		return driver.Grant{}, false, err
 	}
 	b.noteClock(nst.Mtime)
-	n := &node{path: path, token: uint64(st.Czxid), data: d, reentry: rh}
+	n := &node{path: path, token: uint64(st.Czxid), version: nst.Version, data: d, reentry: rh}
 	if st.Mtime+old.Span <= nst.Mtime {
 		// Its lease had lapsed before this write: it ended, and the
 		// identity's next holding is a new one, with a new token.
@@ -367,7 +403,7 @@ func (b *Backend) refreshReentrant(lk lease, parent string, e node, ttl time.Dur
 			return 0, err
 		}
 		b.noteClock(nst.Mtime)
-		n := &node{path: path, token: uint64(st.Czxid), data: d, reentry: e.reentry}
+		n := &node{path: path, token: uint64(st.Czxid), version: nst.Version, data: d, reentry: e.reentry}
 		if st.Mtime+old.Span <= nst.Mtime { // it had lapsed: the lease ended
 			n.data = old
 			if err := b.deleteNode(parent, n, nst.Version); err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/zklock"
@@ -106,5 +107,78 @@ func testReentrantLostJoinReply(t *testing.T, addrs []string) {
 	}
 	if info, err := b.Inspect(ctx, key); err != nil || info.Held {
 		t.Fatalf("Inspect after both releases: %+v, %v; want free", info, err)
+	}
+}
+
+// testReentrantFair: a fair re-entrant mutex takes its first hold in
+// turn, queued behind the holder and ahead of those who came later, and
+// each further hold of its identity, while it holds, at once, even with
+// waiters in line behind it.
+func testReentrantFair(t *testing.T, addrs []string) {
+	key := "reentrant-fair"
+	ctx := ctxFor(t, 60*time.Second)
+	newClient := func(opts ...distlock.Option) *distlock.Client {
+		return distlock.New(newBackend(t, addrs, sessionTimeout), append(opts, distlock.WithFairness(), distlock.WithTTL(30*time.Second))...)
+	}
+	waitLine := func(n int) {
+		t.Helper()
+		for end := time.Now().Add(20 * time.Second); len(children(t, addrs, key)) != n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the line is %v; want %d nodes", children(t, addrs, key), n)
+			}
+		}
+	}
+	first, err := newClient().Mutex(key).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	id := distlock.NewOwnerID()
+	reentrant := newClient(distlock.WithOwner(id)).Mutex(key)
+	outer := make(chan *distlock.Lock, 1)
+	go func() {
+		l, err := reentrant.Lock(ctx)
+		if err != nil {
+			t.Errorf("the re-entrant mutex's first Lock: %v", err)
+		}
+		outer <- l
+	}()
+	waitLine(2)
+	later := make(chan *distlock.Lock, 1)
+	go func() {
+		l, err := newClient().Mutex(key).Lock(ctx)
+		if err != nil {
+			t.Errorf("the later waiter's Lock: %v", err)
+		}
+		later <- l
+	}()
+	waitLine(3)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	o := <-outer
+	if o == nil {
+		t.FailNow()
+	}
+	inner, err := reentrant.Lock(ctxFor(t, 20*time.Second))
+	if err != nil {
+		t.Fatalf("a further hold of the re-entrant mutex, with a waiter in line: %v; want it at once", err)
+	}
+	if inner.Token() != o.Token() {
+		t.Errorf("the further hold's token %d; want the first hold's %d", inner.Token(), o.Token())
+	}
+	select {
+	case <-later:
+		t.Fatal("the later waiter got the lock while the re-entrant mutex held it")
+	default:
+	}
+	for _, l := range []*distlock.Lock{inner, o} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	if l := <-later; l == nil || l.Token() <= o.Token() {
+		t.Errorf("the later waiter's lock %v; want it after the re-entrant mutex, with a higher token", l)
+	} else {
+		_ = l.Unlock(ctx)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +26,9 @@ const DefaultSessionTimeout = 10 * time.Second
 //
 //	zk://host:port[,host:port...][/root][?session_timeout=10s&connect_timeout=10s]
 //
-// The path is the znode under which locks live (default [DefaultRoot]).
+// Each server is host or host:port (port 2181 if none is given). The
+// path is the znode under which locks live (default [DefaultRoot]); a
+// path ZooKeeper would refuse (see [WithRoot]) is an error.
 // session_timeout is requested from the ensemble (default
 // [DefaultSessionTimeout]); the ensemble grants at most its
 // maxSessionTimeout (40s by default). The backend learns the timeout the
@@ -82,10 +86,11 @@ func parseURL(u *url.URL) (servers []string, root string, session, connect time.
 		if h == "" {
 			return nil, "", 0, 0, invalid(u, "empty host in list")
 		}
-		if !strings.Contains(h, ":") {
-			h += ":2181"
+		addr, err := serverAddr(h)
+		if err != nil {
+			return nil, "", 0, 0, invalid(u, "%v", err)
 		}
-		servers = append(servers, h)
+		servers = append(servers, addr)
 	}
 	root = strings.TrimSuffix(u.Path, "/")
 	if root == "" {
@@ -113,6 +118,24 @@ func parseURL(u *url.URL) (servers []string, root string, session, connect time.
 		}
 	}
 	return servers, root, session, connect, nil
+}
+
+// serverAddr returns the address of the server h names, host or
+// host:port (port 2181 if none is given), or why it names none.
+func serverAddr(h string) (string, error) {
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		if host, port, err = net.SplitHostPort(h + ":2181"); err != nil {
+			return "", fmt.Errorf("server %q is not host or host:port", h)
+		}
+	}
+	if host == "" {
+		return "", fmt.Errorf("server %q has no host", h)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("server %q: port %q is not a number from 1 to 65535", h, port)
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // sessionLog reads the session timeout the ensemble granted from the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,19 @@ func TestOpenMalformedURL(t *testing.T) {
 		"zk://h1:2181/a/./b",
 		"zk://h1:2181/a/..",
 		"zk://h1:2181/zookeeper/locks",
+		"zk://127.0.0.1:/locks",
+		"zk://h1:2181,h2:/locks",
+		"zk://:2181/locks",
+		"zk://h1:2181,h2:0/locks",
+		"zk://h1:2181,h2:65536/locks",
+		"zk://h1:2181,h2:http/locks",
+		"zk://h1:2181/lo%01cks",
+		"zk://h1:2181/lo%7Fcks",
+		"zk://h1:2181/lo%C2%85cks",
+		"zk://h1:2181/lo%EE%80%80cks",
+		"zk://h1:2181/lo%F0%9F%94%92cks",
+		"zk://h1:2181/lo%FFcks",
+		"zk://h1:2181/lo%EF%BF%BDcks",
 	} {
 		c, err := distlock.Open(ctxFor(t, 5*time.Second), u)
 		if err == nil {
@@ -70,12 +84,15 @@ func TestNewInvalid(t *testing.T) {
 	defer conn.Close()
 	req := driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}
 	for name, b := range map[string]*zklock.Backend{
-		"nil conn":         zklock.New(nil, time.Second),
-		"nil backend":      nil,
-		"relative root":    zklock.New(conn, time.Second, zklock.WithRoot("locks")),
-		"root with ..":     zklock.New(conn, time.Second, zklock.WithRoot("/a/../b")),
-		"reserved root":    zklock.New(conn, time.Second, zklock.WithRoot("/zookeeper/x")),
-		"non-positive ttl": zklock.New(conn, 0),
+		"nil conn":          zklock.New(nil, time.Second),
+		"nil backend":       nil,
+		"relative root":     zklock.New(conn, time.Second, zklock.WithRoot("locks")),
+		"root with ..":      zklock.New(conn, time.Second, zklock.WithRoot("/a/../b")),
+		"reserved root":     zklock.New(conn, time.Second, zklock.WithRoot("/zookeeper/x")),
+		"control in root":   zklock.New(conn, time.Second, zklock.WithRoot("/lo\x01cks")),
+		"emoji in root":     zklock.New(conn, time.Second, zklock.WithRoot("/lo\U0001F512cks")),
+		"bad UTF-8 in root": zklock.New(conn, time.Second, zklock.WithRoot("/lo\xffcks")),
+		"non-positive ttl":  zklock.New(conn, 0),
 	} {
 		if _, err := b.Acquire(ctx, req); !errors.Is(err, distlock.ErrInvalidBackend) {
 			t.Errorf("%s: Acquire: %v; want ErrInvalidBackend", name, err)
@@ -114,5 +131,31 @@ func TestCloseEndsOwnSession(t *testing.T) {
 	other := distlock.New(newBackend(t, []string{srv.Addr()}, sessionTimeout))
 	if _, err := other.Mutex("closing").TryLock(ctx); err != nil {
 		t.Errorf("TryLock by another client after the holder's session closed: %v; want the lock free", err)
+	}
+}
+
+// testKeyBytes: every byte may appear in a key, since a key's node name
+// escapes what ZooKeeper refuses in a path; a key longer than
+// distlock.MaxKeyLen is refused at once with driver.ErrInvalidKey.
+func testKeyBytes(t *testing.T, addrs []string) {
+	b := newBackend(t, addrs, sessionTimeout)
+	ctx := ctxFor(t, 20*time.Second)
+	var all []byte
+	for c := range 256 {
+		all = append(all, byte(c))
+	}
+	for _, key := range []string{string(all), "\U0001F512", ".", "..", "zookeeper", "a/b", strings.Repeat("\x01", distlock.MaxKeyLen)} {
+		req := driver.Request{Lease: driver.Lease{Key: key, Owner: "o"}, TTL: 10 * time.Second}
+		if g, err := b.Acquire(ctx, req); err != nil || !g.Acquired {
+			t.Errorf("Acquire(%.20q): %+v, %v", key, g, err)
+			continue
+		}
+		if err := b.Release(ctx, req.Lease); err != nil {
+			t.Errorf("Release(%.20q): %v", key, err)
+		}
+	}
+	long := driver.Request{Lease: driver.Lease{Key: strings.Repeat("k", distlock.MaxKeyLen+1), Owner: "o"}, TTL: 10 * time.Second}
+	if _, err := b.Acquire(ctx, long); !errors.Is(err, driver.ErrInvalidKey) {
+		t.Errorf("Acquire of a key of %d bytes: %v; want driver.ErrInvalidKey", len(long.Key), err)
 	}
 }

@@ -129,7 +129,11 @@ func testReadWaitersIdle(t *testing.T, addrs []string) {
 			t.Errorf("the writer got the lock while a reader held it")
 		}
 	}()
-	time.Sleep(300 * time.Millisecond) // the writer queues
+	for end := time.Now().Add(20 * time.Second); len(children(t, addrs, key)) != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the line: %v; want the reader and the queued writer", children(t, addrs, key))
+		}
+	}
 	attempts, changes := waitIdle(t, addrs, key, 3, func(c *distlock.Client, ctx context.Context) (*distlock.Lock, error) {
 		return c.RWMutex(key).RLock(ctx)
 	})
@@ -224,7 +228,19 @@ func testMutexWaitersNotStarved(t *testing.T, addrs []string) {
 			}
 		}()
 	}
-	time.Sleep(3 * time.Second)
+	// Run until the workers took the lock 40 times each on average, or
+	// for 40s on a slow machine: what counts is how the acquisitions are
+	// shared, not how many there are.
+	const target = 40 * workers
+	total := func() (n int64) {
+		for w := range workers {
+			n += got[w].Load()
+		}
+		return n
+	}
+	for end := time.Now().Add(40 * time.Second); total() < target && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	stop.Store(true)
 	wg.Wait()
 	close(errs)
@@ -235,15 +251,16 @@ func testMutexWaitersNotStarved(t *testing.T, addrs []string) {
 	for w := range workers {
 		counts[w] = got[w].Load()
 	}
-	t.Logf("acquisitions per worker in 3s: %v", counts)
+	t.Logf("acquisitions per worker: %v", counts)
 	// Barging is allowed, starving most workers is not: before waiters
 	// made their nodes at once, the median worker got the lock one to six
-	// times in the 3s (one worker took it thousands of times); since,
-	// dozens or hundreds of times.
+	// times in 3s while one worker took it thousands of times; since, the
+	// median worker gets about its share.
 	sorted := slices.Clone(counts)
 	slices.Sort(sorted)
-	if median := sorted[workers/2]; median < 10 {
-		t.Errorf("the median worker got the lock %d times in 3s; want at least 10 (per worker: %v)", median, counts)
+	mean := total() / workers
+	if median := sorted[workers/2]; median < max(mean/4, 1) {
+		t.Errorf("the median worker got the lock %d times, the mean %d; want at least a quarter of the mean (per worker: %v)", median, mean, counts)
 	}
 }
 

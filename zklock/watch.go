@@ -27,7 +27,7 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
-	w := &watch{b: b, parent: b.keyPath(key), c: make(chan struct{}, 1), stop: make(chan struct{})}
+	w := &watch{b: b, parent: b.linePath(key), c: make(chan struct{}, 1), stop: make(chan struct{})}
 	if owner != "" {
 		w.hash = ownerHash(owner)
 		if n, ok := b.entry(lease{key, owner}); ok && n.path != "" {

@@ -62,7 +62,8 @@ type Backend struct {
 	owners [64]sync.Mutex
 
 	mu       sync.Mutex
-	nodes    map[lease]*node // this client's nodes, by key and owner
+	nodes    map[lease]*node       // this client's nodes, by key and owner
+	lapses   map[lease]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
 	receipts map[driver.Lease]time.Time
 	refused  map[lease]time.Time // owners whose last attempt was refused, and left no node
 	purged   time.Time           // when refused was last rid of old entries
@@ -79,6 +80,7 @@ type lease struct{ key, owner string }
 type node struct {
 	path    string // "" while unknown: a create whose reply was lost
 	token   uint64 // the node's creation zxid
+	version int32  // its version after this client's last write
 	data    nodeData
 	reentry string // the identity hash of a re-entrant lease's node, else ""
 }
@@ -94,8 +96,13 @@ type session struct {
 type Option func(*Backend)
 
 // WithRoot sets the znode under which locks live (default [DefaultRoot]).
-// Each key is a persistent child of it; their children are the holders
-// and waiters.
+// Each key is a child of it, deleted by the ensemble once nobody holds or
+// waits for the key (see the package doc). The root must be an absolute
+// path other than "/", outside /zookeeper, without empty, "." or ".."
+// parts, and of characters ZooKeeper accepts: no control characters,
+// nothing beyond U+FFFF, and none of U+E000 to U+F8FF and U+FFF0 to
+// U+FFFF. The backend's methods report another root as an error wrapping
+// distlock.ErrInvalidBackend.
 func WithRoot(path string) Option { return func(b *Backend) { b.root = path } }
 
 // WithMaxSessionTimeout states the ensemble's maxSessionTimeout (default
@@ -132,7 +139,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 // the ensemble. Closing the backend leaves conn open.
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
-		drift: driver.DefaultDrift, nodes: make(map[lease]*node), receipts: make(map[driver.Lease]time.Time),
+		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
 		refused: make(map[lease]time.Time), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
@@ -151,7 +158,8 @@ func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 }
 
 // checkRoot reports whether root can hold the keys' nodes: an absolute
-// znode path other than "/", without empty, "." or ".." parts, and outside
+// znode path other than "/", without empty, "." or ".." parts, of
+// characters that ZooKeeper accepts in a path (see pathRune), and outside
 // /zookeeper, which the ensemble reserves.
 func checkRoot(root string) error {
 	if len(root) < 2 || root[0] != '/' || root[len(root)-1] == '/' {
@@ -162,10 +170,24 @@ func checkRoot(root string) error {
 			return fmt.Errorf("root %q has an empty, \".\" or \"..\" part", root)
 		}
 	}
+	for _, r := range root {
+		if !pathRune(r) {
+			return fmt.Errorf("root %q has a character ZooKeeper refuses in a path (%U)", root, r)
+		}
+	}
 	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
 		return fmt.Errorf("root %q is under /zookeeper, which ZooKeeper reserves", root)
 	}
 	return nil
+}
+
+// pathRune reports whether ZooKeeper accepts r in a znode path. The
+// servers refuse controls (C0, DEL and C1), UTF-16 surrogates (so
+// every character beyond U+FFFF) and private use characters (U+D800 to
+// U+F8FF), and U+FFF0 to U+FFFF; the client refuses bytes that are not
+// UTF-8, which range reads as U+FFFD.
+func pathRune(r rune) bool {
+	return r >= 0x20 && !(r >= 0x7f && r <= 0x9f) && !(r >= 0xd800 && r <= 0xf8ff) && r < 0xfff0
 }
 
 // Capabilities implements driver.Backend: waiters are notified, fair ones
@@ -226,7 +248,17 @@ func serial[T any](b *Backend, owner string, f func() (T, error)) func() (T, err
 	}
 }
 
-func (b *Backend) keyPath(key string) string { return b.root + "/" + escapeKey(key) }
+// lineName is the child of a key's node under which the key's holders and
+// waiters queue. Both are containers: the ensemble deletes the line once
+// it is left empty, and the key's node, which keeps the last token, at
+// its next check of containers after that.
+const lineName = "line"
+
+// linePath is where key's holders and waiters queue.
+func (b *Backend) linePath(key string) string { return b.root + "/" + escapeKey(key) + "/" + lineName }
+
+// keyNode returns the key's node of a line: where its last token is kept.
+func keyNode(line string) string { return line[:len(line)-len(lineName)-1] }
 
 // sessionTimeout is the session timeout the ensemble granted, as far as
 // the backend knows: what the client requested, lowered to the granted
@@ -259,6 +291,9 @@ func (b *Backend) leaderNow() int64 { return time.Now().UnixMilli() + b.offset.L
 func checkKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("zklock: empty key: %w", driver.ErrInvalidKey)
+	}
+	if len(key) > distlock.MaxKeyLen {
+		return fmt.Errorf("zklock: key of %d bytes, longer than %d: %w", len(key), distlock.MaxKeyLen, driver.ErrInvalidKey)
 	}
 	return nil
 }
@@ -309,7 +344,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 }
 
 func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
-	parent := b.keyPath(req.Key)
+	parent := b.linePath(req.Key)
 	h := ownerHash(req.Owner)
 	lk := lease{req.Key, req.Owner}
 	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
@@ -330,7 +365,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		case err != nil:
 			return driver.Grant{}, err
 		default:
-			n.token, n.data, now = uint64(st.Czxid), data, st.Mtime
+			n.token, n.data, n.version, now = uint64(st.Czxid), data, st.Version, st.Mtime
 			b.noteClock(st.Mtime)
 		}
 	}
@@ -352,7 +387,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 	}
 	if n == nil {
-		if n, now, err = b.create(lk, parent, kindPrefix[req.Kind]+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
+		if n, now, err = b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
 			return driver.Grant{}, err
 		}
 	}
@@ -366,6 +401,20 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		if i < 0 {
 			b.forget(lk)
 			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+		}
+		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
+			freed, _, err := b.clearLapsed(parent, fs, &now)
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			if freed && tries < 3 {
+				continue
+			}
+			if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return driver.Grant{}, err
+			}
+			b.forget(lk)
+			return driver.Grant{}, kindError(req, fs[0])
 		}
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
@@ -409,6 +458,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		return driver.Grant{}, err
 	}
 	b.noteClock(st.Mtime)
+	n.version = st.Version
 	b.remember(lk, n)
 	return driver.Grant{RetryAfter: retry}, nil
 }
@@ -418,6 +468,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 // after clearing the lapsed leases in the way. It writes nothing unless
 // a lease in the way may have lapsed.
 func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, blocked bool, err error) {
+	synced := false
 	for tries := 0; ; tries++ {
 		names, _, err := b.conn.Children(parent)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -426,12 +477,32 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
-		kids := append(line(names), child{kind: req.Kind, hash: h, seq: math.MaxInt64})
+		kids := line(names)
+		var now int64 // learned only if needed
+		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
+			freed, _, err := b.clearLapsed(parent, fs, &now)
+			if err != nil {
+				return driver.Grant{}, false, err
+			}
+			if freed && tries < 3 {
+				continue
+			}
+			if !synced {
+				// The server may lag behind releases made before this
+				// call: a mismatch, final for the caller, is confirmed.
+				if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return driver.Grant{}, false, err
+				}
+				synced = true
+				continue
+			}
+			return driver.Grant{}, false, kindError(req, fs[0])
+		}
+		kids = append(kids, child{kind: req.Kind, limit: req.Limit, hash: h, seq: math.MaxInt64})
 		bs := blockers(kids, len(kids)-1, req.Limit)
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
-		var now int64 // learned only if needed
 		freed, until, err := b.clearLapsed(parent, bs, &now)
 		if err != nil {
 			return driver.Grant{}, false, err
@@ -479,6 +550,10 @@ func (b *Backend) setRefused(lk lease, refused bool) {
 	}
 }
 
+// makeTries bounds the rounds in which create makes the nodes its node
+// needs: a container left empty may be deleted between those and its own.
+const makeTries = 4
+
 // create makes the owner's node (reentry: a re-entrant lease's, for that
 // identity hash), in one transaction with a write of the clock node,
 // whose stat gives the transaction's zxid (the new node's creation zxid:
@@ -494,8 +569,8 @@ func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int
 			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: zk.WorldACL(zk.PermAll), Flags: flags},
 			&zk.SetDataRequest{Path: b.root + "/" + clockName, Version: -1},
 		)
-		if errors.Is(err, zk.ErrNoNode) && tries == 0 {
-			if err := b.makeParents(parent); err != nil {
+		if errors.Is(err, zk.ErrNoNode) && tries < makeTries {
+			if err := b.makeLine(parent, tries > 0); err != nil {
 				return nil, 0, err
 			}
 			continue
@@ -513,17 +588,31 @@ func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int
 	}
 }
 
-// makeParents creates the root, its clock node and the key's node.
-func (b *Backend) makeParents(parent string) error {
-	var paths []string
-	for i := 1; i < len(b.root); i++ {
-		if b.root[i] == '/' {
-			paths = append(paths, b.root[:i])
+// makeLine creates the key's node and its line, as containers, and with
+// root (or when the key's node cannot be made), the root and its clock
+// node first.
+func (b *Backend) makeLine(line string, root bool) error {
+	if root {
+		var paths []string
+		for i := 1; i < len(b.root); i++ {
+			if b.root[i] == '/' {
+				paths = append(paths, b.root[:i])
+			}
+		}
+		for _, p := range append(paths, b.root, b.root+"/"+clockName) {
+			if _, err := b.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return fmt.Errorf("zklock: creating %s: %w", p, err)
+			}
 		}
 	}
-	paths = append(paths, b.root, b.root+"/"+clockName, parent)
-	for _, p := range paths {
-		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	for _, p := range []string{keyNode(line), line} {
+		_, err := b.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
+		switch {
+		case errors.Is(err, zk.ErrNoNode) && !root:
+			return b.makeLine(line, true)
+		case errors.Is(err, zk.ErrNoNode):
+			return nil // the key's node was deleted as it was left empty: the next try makes it again
+		case err != nil && !errors.Is(err, zk.ErrNodeExists):
 			return fmt.Errorf("zklock: creating %s: %w", p, err)
 		}
 	}
@@ -571,7 +660,7 @@ func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &node{path: parent + "/" + kids[i].name, token: uint64(st.Czxid), data: decodeData(raw)}
+	n = &node{path: parent + "/" + kids[i].name, token: uint64(st.Czxid), version: st.Version, data: decodeData(raw)}
 	b.remember(lk, n)
 	c := *n
 	return &c, nil
@@ -592,13 +681,76 @@ func (b *Backend) remember(lk lease, n *node) {
 	c := *n
 	b.mu.Lock()
 	b.nodes[lk] = &c
+	b.watchLapseLocked(lk, &c)
 	b.mu.Unlock()
 }
 
 func (b *Backend) forget(lk lease) {
 	b.mu.Lock()
 	delete(b.nodes, lk)
+	b.watchLapseLocked(lk, nil)
 	b.mu.Unlock()
+}
+
+// lapseMargin is how long after its lease's end (by this client's clock,
+// drift allowed for) a node of this client's is cleared.
+const lapseMargin = 100 * time.Millisecond
+
+// watchLapseLocked arranges for n, the owner's node as this client last
+// wrote it, to be deleted once its lease (or a waiter's place) lapses
+// unrenewed; nil stops watching. Other clients delete a lapsed node only
+// when it is in their way: without this, the node of a holder that
+// stopped renewing would stay as long as its session, and with it the
+// key's line and node. The delete is conditional on the node's version,
+// so that a later write (a renewal by another hold of a re-entrant lease)
+// wins. The node's lease ends at the latest Span after this client's last
+// write, which the leader stamped before this client learned of it.
+func (b *Backend) watchLapseLocked(lk lease, n *node) {
+	if t := b.lapses[lk]; t != nil {
+		t.Stop()
+		delete(b.lapses, lk)
+	}
+	if n == nil || n.path == "" || n.data.Span <= 0 {
+		return
+	}
+	span := time.Duration(n.data.Span) * time.Millisecond
+	path, version := n.path, n.version
+	b.lapses[lk] = time.AfterFunc(span+b.drift(span)+lapseMargin, func() { b.clearOwn(lk, path, version) })
+}
+
+// clearOwn deletes the owner's node at path if this client's last write
+// of it was version: its lease lapsed.
+func (b *Backend) clearOwn(lk lease, path string, version int32) {
+	_, _ = serial(b, lk.owner, func() (struct{}, error) {
+		select {
+		case <-b.closed:
+			return struct{}{}, nil
+		default:
+		}
+		b.mu.Lock()
+		n, ok := b.nodes[lk]
+		if !ok || n.path != path || n.version != version {
+			b.mu.Unlock()
+			return struct{}{}, nil // renewed, or released, since
+		}
+		c := *n
+		b.mu.Unlock()
+		for range 3 { // the key's last token may move meanwhile
+			err := b.deleteNode(path[:strings.LastIndexByte(path, '/')], &c, version)
+			if !errors.Is(err, zk.ErrBadVersion) {
+				if err == nil || errors.Is(err, zk.ErrNoNode) {
+					b.mu.Lock()
+					if n, ok := b.nodes[lk]; ok && n.path == path && n.version == version {
+						delete(b.nodes, lk)
+						delete(b.lapses, lk)
+					}
+					b.mu.Unlock()
+				}
+				break
+			}
+		}
+		return struct{}{}, nil
+	})()
 }
 
 // clearLapsed looks at the nodes in the way, in line order: one whose
@@ -663,7 +815,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 func (b *Backend) release(l driver.Lease) error {
 	lk := lease{l.Key, l.Owner}
 	b.setRefused(lk, false)
-	parent := b.keyPath(l.Key)
+	parent := b.linePath(l.Key)
 	if e, ok := b.entry(lk); ok && e.reentry != "" {
 		return b.releaseReentrant(l, parent, e)
 	}
@@ -719,7 +871,7 @@ func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 	if !n.data.Held {
 		return b.conn.Delete(n.path, version)
 	}
-	raw, st, err := b.conn.Get(parent)
+	raw, st, err := b.conn.Get(keyNode(parent))
 	if err != nil {
 		return err
 	}
@@ -728,7 +880,7 @@ func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 	}
 	res, err := b.conn.Multi(
 		&zk.DeleteRequest{Path: n.path, Version: version},
-		&zk.SetDataRequest{Path: parent, Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
+		&zk.SetDataRequest{Path: keyNode(parent), Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
 	)
 	for _, r := range res {
 		if r.Error != nil && err == nil {
@@ -767,9 +919,9 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	return run(ctx, serial(b, l.Owner, func() (time.Duration, error) {
 		lk := lease{l.Key, l.Owner}
 		if e, ok := b.entry(lk); ok && e.reentry != "" {
-			return b.refreshReentrant(lk, b.keyPath(l.Key), e, ttl)
+			return b.refreshReentrant(lk, b.linePath(l.Key), e, ttl)
 		}
-		n, err := b.locate(lk, b.keyPath(l.Key), ownerHash(l.Owner))
+		n, err := b.locate(lk, b.linePath(l.Key), ownerHash(l.Owner))
 		if err != nil {
 			return 0, err
 		}
@@ -786,6 +938,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, err
 		}
 		b.noteClock(st.Mtime)
+		n.version = st.Version
 		b.remember(lk, n)
 		return b.validFor(ttl), nil
 	}))
@@ -810,13 +963,13 @@ func (b *Backend) inspect(key string) (driver.Info, error) {
 
 // holdings describes key, and returns the nodes that hold it.
 func (b *Backend) holdings(key string) (driver.Info, []string, error) {
-	parent := b.keyPath(key)
+	parent := b.linePath(key)
 	// A server reads its own copy, which may lag behind the leader: sync
 	// it first, so that Inspect sees every change made before it began.
 	if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return driver.Info{}, nil, err
 	}
-	raw, _, err := b.conn.Get(parent)
+	raw, _, err := b.conn.Get(keyNode(parent))
 	if errors.Is(err, zk.ErrNoNode) {
 		return driver.Info{}, nil, nil
 	}
@@ -826,6 +979,9 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 	last, _ := strconv.ParseUint(string(raw), 10, 64)
 	info := driver.Info{Token: last}
 	names, _, err := b.conn.Children(parent)
+	if errors.Is(err, zk.ErrNoNode) { // the line was left empty, and deleted
+		return info, nil, nil
+	}
 	if err != nil {
 		return driver.Info{}, nil, err
 	}
@@ -846,7 +1002,14 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 	now := b.leaderNow()
 	var newest nodeData
 	var paths []string
-	for _, c := range holders(kids, func(c child) int { d, _ := get(c); return d.Limit }) {
+	limit := func(c child) int {
+		if c.limit > 0 {
+			return c.limit
+		}
+		d, _ := get(c)
+		return d.Limit
+	}
+	for _, c := range holders(kids, limit) {
 		d, ok := get(c)
 		if !ok || !d.Held {
 			continue
@@ -858,6 +1021,9 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 		}
 		paths = append(paths, parent+"/"+c.name)
 		info.Held, info.Kind = true, c.kind
+		if c.kind == driver.Permit {
+			info.Limit = limit(c)
+		}
 		info.Holds += max(len(d.Holds), 1)
 		info.TTL = max(info.TTL, min(left, time.Duration(d.Span)*time.Millisecond))
 		if tok := uint64(st.Czxid); tok >= info.Token || info.Holds == 1 {
@@ -887,6 +1053,12 @@ func (b *Backend) Close() error {
 	}
 	b.once.Do(func() {
 		close(b.closed)
+		b.mu.Lock()
+		for lk, t := range b.lapses {
+			t.Stop()
+			delete(b.lapses, lk)
+		}
+		b.mu.Unlock()
 		if b.ownsConn && b.conn != nil {
 			b.mu.Lock()
 			if b.sess != nil {

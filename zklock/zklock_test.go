@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,8 +51,8 @@ func newBackend(t testing.TB, addrs []string, timeout time.Duration) *zklock.Bac
 	return b
 }
 
-// keyPath is where key's nodes live.
-func keyPath(key string) string { return zklock.DefaultRoot + "/" + zklock.EscapeKey(key) }
+// keyPath is where key's holders and waiters queue.
+func keyPath(key string) string { return zklock.LinePath(zklock.DefaultRoot, key) }
 
 // harness runs the conformance suite on the servers at addrs; Expire
 // deletes the key's holders and waiters with a connection of its own.
@@ -62,6 +63,9 @@ func harness(t *testing.T, addrs []string) distlocktest.Harness {
 		Expire: func(t testing.TB, key string) {
 			_, _ = admin.Sync(keyPath(key)) // its server may lag behind the leader
 			kids, _, err := admin.Children(keyPath(key))
+			if err == zk.ErrNoNode {
+				return
+			}
 			if err != nil {
 				t.Fatalf("listing %s: %v", key, err)
 			}
@@ -71,8 +75,37 @@ func harness(t *testing.T, addrs []string) distlocktest.Harness {
 				}
 			}
 		},
-		TTL: 600 * time.Millisecond,
+		TTL:     2 * time.Second,
+		Stored:  func(t testing.TB, prefix string) []string { return stored(t, admin, prefix) },
+		Reclaim: 30 * time.Second,
 	}
+}
+
+// stored lists the znodes under the default root of the keys that begin
+// with prefix: their nodes and everything below them.
+func stored(t testing.TB, admin *zk.Conn, prefix string) []string {
+	t.Helper()
+	var found []string
+	var walk func(p string)
+	walk = func(p string) {
+		names, _, err := admin.Children(p)
+		if err == zk.ErrNoNode {
+			return
+		}
+		if err != nil {
+			t.Fatalf("listing %s: %v", p, err)
+		}
+		for _, n := range names {
+			if p == zklock.DefaultRoot && !strings.HasPrefix(n, zklock.EscapeKey(prefix)) {
+				continue
+			}
+			found = append(found, p+"/"+n)
+			walk(p + "/" + n)
+		}
+	}
+	_, _ = admin.Sync(zklock.DefaultRoot)
+	walk(zklock.DefaultRoot)
+	return found
 }
 
 // TestStandalone runs the conformance suite, then the regression tests
@@ -93,4 +126,9 @@ func TestStandalone(t *testing.T) {
 	t.Run("LostReleaseReply", func(t *testing.T) { testLostReleaseReply(t, addrs) })
 	t.Run("ReentrantOutlivesSession", func(t *testing.T) { testReentrantOutlivesSession(t, addrs) })
 	t.Run("ReentrantLostJoinReply", func(t *testing.T) { testReentrantLostJoinReply(t, addrs) })
+	t.Run("KindMismatch", func(t *testing.T) { testKindMismatch(t, addrs) })
+	t.Run("KindRace", func(t *testing.T) { testKindRace(t, addrs) })
+	t.Run("StateReclaimed", func(t *testing.T) { testStateReclaimed(t, addrs) })
+	t.Run("KeyBytes", func(t *testing.T) { testKeyBytes(t, addrs) })
+	t.Run("ReentrantFair", func(t *testing.T) { testReentrantFair(t, addrs) })
 }

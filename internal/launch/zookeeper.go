@@ -38,7 +38,8 @@ func ZooKeeperJarDir() string {
 }
 
 // ZooKeeperConfig describes the ZooKeeper servers to start. The zero value
-// is a server with a 200 ms tick and sessions of up to 60 s.
+// is a server with a 200 ms tick, sessions of up to 60 s and container
+// nodes checked every 2 s.
 type ZooKeeperConfig struct {
 	// Tick is the server's tickTime (default 200 ms): short, so that
 	// elections and session expiry take seconds, not tens of seconds.
@@ -47,6 +48,11 @@ type ZooKeeperConfig struct {
 	// MaxSessionTimeout is the longest session the server grants (default
 	// 60 s); a client that asks for more gets this.
 	MaxSessionTimeout time.Duration
+	// ContainerCheck is how often the leader deletes the container nodes
+	// left empty (the system property znode.container.checkIntervalMs;
+	// default 2 s here, a minute in ZooKeeper's own default), so that a
+	// test sees a key's nodes reclaimed within seconds.
+	ContainerCheck time.Duration
 }
 
 func (c ZooKeeperConfig) withDefaults() ZooKeeperConfig {
@@ -56,8 +62,14 @@ func (c ZooKeeperConfig) withDefaults() ZooKeeperConfig {
 	if c.MaxSessionTimeout <= 0 {
 		c.MaxSessionTimeout = time.Minute
 	}
+	if c.ContainerCheck <= 0 {
+		c.ContainerCheck = DefaultContainerCheck
+	}
 	return c
 }
+
+// DefaultContainerCheck is ZooKeeperConfig.ContainerCheck's default.
+const DefaultContainerCheck = 2 * time.Second
 
 // ZooKeeper is one ZooKeeper server, run with java from the jars of
 // Debian's zookeeper package (3.8), on a fixed port of 127.0.0.1 in a
@@ -74,8 +86,9 @@ type ZooKeeper struct {
 	proc *Proc
 }
 
-// zkArgv returns the java command line for a server with config conf.
-func zkArgv(conf string) ([]string, error) {
+// zkArgv returns the java command line for a server of cfg with config
+// file conf.
+func zkArgv(cfg ZooKeeperConfig, conf string) ([]string, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, fmt.Errorf("%w (java: %v)", ErrNoZooKeeper, err)
@@ -89,6 +102,7 @@ func zkArgv(conf string) ([]string, error) {
 	}
 	return []string{java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 		"-Dzookeeper.admin.enableServer=false", "-Dzookeeper.cnxTimeout=1000",
+		"-Dznode.container.checkIntervalMs=" + strconv.FormatInt(cfg.ContainerCheck.Milliseconds(), 10),
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-cp", strings.Join(cp, ":"), "org.apache.zookeeper.server.quorum.QuorumPeerMain", conf}, nil
 }
@@ -144,7 +158,19 @@ func StartEnsemble(ctx context.Context, cfg ZooKeeperConfig, n int) ([]*ZooKeepe
 	return startZooKeepers(ctx, cfg, n)
 }
 
-func startZooKeepers(ctx context.Context, cfg ZooKeeperConfig, n int) (zs []*ZooKeeper, err error) {
+// startZooKeepers starts n servers, on other ports if a port picked free
+// was taken before a server could bind it (other processes pick free ports
+// too).
+func startZooKeepers(ctx context.Context, cfg ZooKeeperConfig, n int) ([]*ZooKeeper, error) {
+	for attempt := 1; ; attempt++ {
+		zs, err := startZooKeepersOnce(ctx, cfg, n)
+		if err == nil || !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			return zs, err
+		}
+	}
+}
+
+func startZooKeepersOnce(ctx context.Context, cfg ZooKeeperConfig, n int) (zs []*ZooKeeper, err error) {
 	cfg = cfg.withDefaults()
 	ports, err := FreePorts(3 * n)
 	if err != nil {
@@ -175,7 +201,7 @@ func startZooKeepers(ctx context.Context, cfg ZooKeeperConfig, n int) (zs []*Zoo
 		if err != nil {
 			return zs, err
 		}
-		if z.argv, err = zkArgv(conf); err != nil {
+		if z.argv, err = zkArgv(cfg, conf); err != nil {
 			return zs, err
 		}
 		if err := z.launch(); err != nil {
@@ -266,7 +292,11 @@ func (z *ZooKeeper) AwaitServing(ctx context.Context, mode string) error {
 			return nil
 		}
 		if z.current().Exited() {
-			return fmt.Errorf("launch: ZooKeeper on %s exited; log tail:\n%s", z.Addr(), z.LogTail())
+			tail := z.LogTail()
+			if strings.Contains(tail, "Address already in use") {
+				return fmt.Errorf("launch: ZooKeeper on %s: %w; log tail:\n%s", z.Addr(), errAddrInUse, tail)
+			}
+			return fmt.Errorf("launch: ZooKeeper on %s exited; log tail:\n%s", z.Addr(), tail)
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return fmt.Errorf("launch: ZooKeeper on %s not serving: %v; log tail:\n%s", z.Addr(), errors.Join(ctx.Err(), err), z.LogTail())

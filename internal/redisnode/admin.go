@@ -31,24 +31,11 @@ func Break(ctx context.Context, c redis.Scripter, k Keys) (bool, error) {
 // holding may have lapsed since, so callers inspect each.
 func Names(ctx context.Context, c redis.UniversalClient, prefix, name string) ([]string, error) {
 	found := make(map[string]struct{})
-	var mu sync.Mutex // ForEachMaster scans the masters at once
-	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, globEscape(prefix)+"{*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if n, ok := nameOf(prefix, iter.Val()); ok && strings.HasPrefix(n, name) {
-				mu.Lock()
-				found[n] = struct{}{}
-				mu.Unlock()
-			}
+	err := scanKeys(ctx, c, prefix, func(key string) {
+		if n, ok := nameOf(prefix, key, holdingSuffixes); ok && strings.HasPrefix(n, name) {
+			found[n] = struct{}{}
 		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c)
-	}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -60,13 +47,51 @@ func Names(ctx context.Context, c redis.UniversalClient, prefix, name string) ([
 	return names, nil
 }
 
+// Stored returns, sorted, every key under prefix on c (every master's, on
+// a Cluster) that belongs to a lock whose name begins with name: its lock,
+// counter, queue, receipts and the rest of what keysFor names. A lock
+// nobody holds or waits for leaves none behind for long.
+func Stored(ctx context.Context, c redis.UniversalClient, prefix, name string) ([]string, error) {
+	var keys []string
+	err := scanKeys(ctx, c, prefix, func(key string) {
+		if n, ok := nameOf(prefix, key, allSuffixes); ok && strings.HasPrefix(n, name) {
+			keys = append(keys, key)
+		}
+	})
+	slices.Sort(keys)
+	return keys, err
+}
+
+// scanKeys calls found, one call at a time, with each key under prefix
+// that has a hash tag, on c or on every master of a Cluster.
+func scanKeys(ctx context.Context, c redis.UniversalClient, prefix string, found func(key string)) error {
+	var mu sync.Mutex // ForEachMaster scans the masters at once
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, globEscape(prefix)+"{*", 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			found(iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	}
+	return scan(ctx, c)
+}
+
 // holdingSuffixes are the endings of the keys that hold a lock (see
 // keysFor): the lock itself (no suffix), its readers and its permits.
 var holdingSuffixes = []string{"", ":readers", ":permits"}
 
+// allSuffixes are the endings of every key of a lock (see keysFor).
+var allSuffixes = []string{"", ":fence", ":queue", ":places", ":readers", ":rtokens", ":writing",
+	":receipt", ":receipts", ":rreceipts", ":holds", ":hreceipts", ":permits", ":tokens"}
+
 // nameOf returns the lock name of key, a key under prefix, if key is one of
-// the keys that hold a lock.
-func nameOf(prefix, key string) (string, bool) {
+// a lock's keys that end in one of suffixes.
+func nameOf(prefix, key string, suffixes []string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok || !strings.HasPrefix(rest, "{") {
 		return "", false
@@ -78,7 +103,7 @@ func nameOf(prefix, key string) (string, bool) {
 		if !ok {
 			return "", false
 		}
-		for _, suffix := range holdingSuffixes {
+		for _, suffix := range suffixes {
 			if n, ok := strings.CutSuffix(body, suffix); ok && strings.ContainsAny(n, "{}") && nameHash(n) == hash {
 				return n, true
 			}
@@ -86,7 +111,7 @@ func nameOf(prefix, key string) (string, bool) {
 		return "", false
 	}
 	n, after, ok := strings.Cut(rest[1:], "}")
-	if !ok || !slices.Contains(holdingSuffixes, after) {
+	if !ok || !slices.Contains(suffixes, after) {
 		return "", false
 	}
 	return n, true

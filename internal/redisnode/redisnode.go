@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 var (
@@ -54,22 +56,26 @@ var (
 	acquireReadSrc string
 	//go:embed lua/acquire_reentrant.lua
 	acquireReentrantSrc string
+	//go:embed lua/kind.lua
+	kindLib string
+	//go:embed lua/holds.lua
+	holdsLib string
 
 	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
 	// restart or SCRIPT FLUSH), which loads them again.
-	acquireScript = newScript(tokenLib + acquireSrc)
-	releaseScript = newScript(tokenLib + queueLib + releaseSrc)
+	acquireScript = newScript(tokenLib + kindLib + acquireSrc)
+	releaseScript = newScript(tokenLib + kindLib + queueLib + releaseSrc)
 	refreshScript = newScript(refreshSrc)
 	inspectScript = newScript(inspectSrc)
-	seedScript    = newScript(seedSrc)
-	fairScript    = newScript(tokenLib + queueLib + acquireFairSrc)
+	seedScript    = newScript(tokenLib + seedSrc)
+	fairScript    = newScript(tokenLib + kindLib + holdsLib + queueLib + acquireFairSrc)
 	leaveScript   = newScript(queueLib + leaveSrc)
-	permitScript  = newScript(tokenLib + permitLib + acquirePermitSrc)
+	permitScript  = newScript(tokenLib + kindLib + permitLib + acquirePermitSrc)
 	giveBack      = newScript(tokenLib + permitLib + releasePermitSrc)
 	extendPermit  = newScript(tokenLib + permitLib + refreshPermitSrc)
-	writeScript   = newScript(tokenLib + permitLib + acquireWriteSrc)
-	readScript    = newScript(tokenLib + permitLib + acquireReadSrc)
-	reentryScript = newScript(tokenLib + acquireReentrantSrc)
+	writeScript   = newScript(tokenLib + kindLib + permitLib + acquireWriteSrc)
+	readScript    = newScript(tokenLib + kindLib + permitLib + acquireReadSrc)
+	reentryScript = newScript(tokenLib + kindLib + holdsLib + acquireReentrantSrc)
 )
 
 // script is a Lua script with its source and SHA boxed once for the hot path.
@@ -87,14 +93,15 @@ func newScript(src string) script {
 // that grant it (see [Guard]). They share a hash slot, so the scripts work
 // on Redis Cluster.
 type Keys struct {
+	Name    string // the lock's name, as the caller gave it
 	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string // the fencing counter; never expires
+	Fence   string // the fencing counter; expires once the clock floor has passed it (see token.lua)
 	Guard   string // the restart guard's marker, shared by the locks of a prefix (of a hash slot, on Cluster)
 	Channel string // published to on release
 	Queue   string // fair waiters by arrival (sorted set)
 	Places  string // fair waiters' deadlines (hash)
 	Permits string // a semaphore's holders by lease expiry (sorted set)
-	Tokens  string // a semaphore's holders' fencing tokens (hash)
+	Tokens  string // a semaphore's holders' fencing tokens, and its size (hash)
 	Readers string // a read-write lock's readers by lease expiry (sorted set)
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
@@ -121,7 +128,7 @@ type Keys struct {
 	reads          []string
 	acq            []string // Lock, Fence, Guard: the keys of a plain acquire
 	acqBox         []any
-	fair           []string // Lock, Fence, Queue, Places, Guard: a fair acquire
+	fair           []string // Lock, Fence, Queue, Places, Guard, Holds: a fair acquire
 	fairBox        []any
 	holds          []string // Lock, Holds, Fence: refresh (the first two) and inspect (all three)
 	holdsBox       []any
@@ -145,7 +152,7 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	} else {
 		base = prefix + "{" + name + "}"
 	}
-	k := Keys{Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
+	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
 	k.Guard = markerName(prefix, k.Lock, g.Cluster)
 	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
 	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
@@ -167,8 +174,8 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.giveBox = []any{k.Permits, k.Tokens, k.PermitReceipts}
 	k.acq = []string{k.Lock, k.Fence, k.Guard}
 	k.acqBox = []any{k.Lock, k.Fence, k.Guard}
-	k.fair = []string{k.Lock, k.Fence, k.Queue, k.Places, k.Guard}
-	k.fairBox = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Guard}
+	k.fair = []string{k.Lock, k.Fence, k.Queue, k.Places, k.Guard, k.Holds}
+	k.fairBox = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Guard, k.Holds}
 	k.reentry = []string{k.Lock, k.Fence, k.Guard, k.Holds}
 	k.reentryBox = []any{k.Lock, k.Fence, k.Guard, k.Holds}
 	k.grant = grant
@@ -226,7 +233,7 @@ func Describe(meta map[string]string) string {
 	}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
-		if k != kindKey { // reserved for DescribeWriter
+		if k != kindKey { // reserved for the writer's mark (see kind.lua)
 			keys = append(keys, k)
 		}
 	}
@@ -245,17 +252,10 @@ func Describe(meta map[string]string) string {
 	return text
 }
 
-// kindKey marks, in a description, the holder of a read-write lock's
-// write side, which a mutex's holder looks like otherwise.
+// kindKey marks, as the last line of its description, the holder of a
+// read-write lock's write side, which a mutex's holder looks like
+// otherwise; the write script adds it (WRITER in kind.lua).
 const kindKey = "distlock.kind"
-
-// DescribeWriter is Describe for a read-write lock's writer.
-func DescribeWriter(meta map[string]string) string {
-	if d := Describe(meta); d != "" {
-		return d + "\n" + kindKey + "=write"
-	}
-	return kindKey + "=write"
-}
 
 type described struct {
 	id    unsafe.Pointer
@@ -298,14 +298,11 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, acquireScript, k.acqBox, k.acq, owner, boxMillis(ttl), boxDesc(desc), k.grant).Int64()
-	if err != nil {
-		return 0, 0, err
-	}
-	return Grant(n)
+	return grantOf(run(ctx, c, acquireScript, k.acqBox, k.acq, owner, boxMillis(ttl), boxDesc(desc), k.grant), k, driver.Exclusive, 0)
 }
 
-// AcquireCmd queues the acquire script on a pipeline; read it with Grant.
+// AcquireCmd queues the acquire script on a pipeline; read it with
+// [ReadGrant].
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
 	return acquireScript.EvalSha(ctx, p, k.acq, owner, ttl.Milliseconds(), desc, k.grant)
 }
@@ -315,18 +312,17 @@ func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, tt
 // (or renews its place) for place. A stamp other than "" asks for the lock
 // to be handed over by the release that makes it the owner's turn, with a
 // message that quotes stamp (see [Notifier.TakeGrant]); the owner must
-// then be watching the lock's channel.
-func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, stamp string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, k.grant).Int64()
-	if err != nil {
-		return 0, 0, err
-	}
-	return Grant(n)
+// then be watching the lock's channel. With reentry, the lock is taken as
+// a re-entrant lease of that identity (see [AcquireReentrant]): its first
+// hold waits its turn, and while it holds the lock, further holds are
+// granted at once; such a request takes no grant handed over (stamp "").
+func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, stamp, reentry string) (token uint64, holderTTL time.Duration, err error) {
+	return grantOf(run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, reentry, k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireFairCmd queues the fair acquire script on a pipeline.
-func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration) *redis.Cmd {
-	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), "", k.grant)
+func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, reentry string) *redis.Cmd {
+	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), "", reentry, k.grant)
 }
 
 // AcquireReentrant runs the re-entrant acquire script: the lock is granted
@@ -335,11 +331,7 @@ func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string
 // ends with its last hold. [Refresh] of any hold renews the lease for all,
 // never shortening it while it has other holds.
 func AcquireReentrant(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, reentry string) (token uint64, holderTTL time.Duration, err error) {
-	n, err := run(ctx, c, reentryScript, k.reentryBox, k.reentry, owner, boxMillis(ttl), boxDesc(desc), reentry, k.grant).Int64()
-	if err != nil {
-		return 0, 0, err
-	}
-	return Grant(n)
+	return grantOf(run(ctx, c, reentryScript, k.reentryBox, k.reentry, owner, boxMillis(ttl), boxDesc(desc), reentry, k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireReentrantCmd queues the re-entrant acquire script on a pipeline.
@@ -362,7 +354,7 @@ func LoadScripts(ctx context.Context, c redis.Scripter) error {
 	return nil
 }
 
-// Grant decodes the acquire script's reply.
+// Grant decodes an acquire script's numeric reply.
 func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 	if n > 0 {
 		return uint64(n), 0, nil
@@ -370,14 +362,64 @@ func Grant(n int64) (token uint64, holderTTL time.Duration, err error) {
 	return 0, time.Duration(-n) * time.Millisecond, nil
 }
 
-// AcquirePermit takes one of the n permits of the semaphore k names; it
-// returns the token, or 0 and the time until the first permit expires.
-func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n, k.grant).Int64()
+// ReadGrant decodes the reply of a mutex's acquire script queued on a
+// pipeline ([AcquireCmd], [AcquireFairCmd], [AcquireReentrantCmd]), as
+// [Acquire] does.
+func ReadGrant(cmd *redis.Cmd, k Keys) (token uint64, holderTTL time.Duration, err error) {
+	return grantOf(cmd, k, driver.Exclusive, 0)
+}
+
+// grantOf decodes the reply of an acquire script for a request of kind
+// asked (of limit permits, for a Permit): the token, or the wait, or, for
+// a key held as another family of lock (see kind.lua), a
+// [*driver.KindError] that names both.
+func grantOf(cmd *redis.Cmd, k Keys, asked driver.Kind, limit int) (uint64, time.Duration, error) {
+	v, err := cmd.Result()
 	if err != nil {
 		return 0, 0, err
 	}
-	return Grant(v)
+	switch v := v.(type) {
+	case int64:
+		return Grant(v)
+	case string:
+		if e := kindError(k.Name, v, asked, limit); e != nil {
+			return 0, 0, e
+		}
+	}
+	return 0, 0, fmt.Errorf("redisnode: unexpected reply %v from an acquire script", v)
+}
+
+// kindError decodes the refusal "kind FAMILY [N]" of a request of kind
+// asked, or returns nil for another reply.
+func kindError(name, reply string, asked driver.Kind, limit int) *driver.KindError {
+	f := strings.Fields(reply)
+	if len(f) < 2 || f[0] != "kind" {
+		return nil
+	}
+	e := &driver.KindError{Key: name, Asked: asked}
+	if asked == driver.Permit {
+		e.AskedLimit = limit
+	}
+	switch f[1] {
+	case "mutex":
+		e.Held = driver.Exclusive
+	case "rw":
+		e.Held = driver.Write
+	case "permit":
+		e.Held = driver.Permit
+		if len(f) > 2 {
+			e.HeldLimit, _ = strconv.Atoi(f[2])
+		}
+	default:
+		return nil
+	}
+	return e
+}
+
+// AcquirePermit takes one of the n permits of the semaphore k names; it
+// returns the token, or 0 and the time until the first permit expires.
+func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
+	return grantOf(run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n, k.grant), k, driver.Permit, n)
 }
 
 // ReleasePermit gives owner's permit back: it reports whether owner held
@@ -396,20 +438,12 @@ func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 // AcquireWrite takes a read-write lock for writing; with hold > 0, a writer
 // kept out by readers holds new readers off for hold.
 func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, hold time.Duration) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant).Int64()
-	if err != nil {
-		return 0, 0, err
-	}
-	return Grant(v)
+	return grantOf(run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant), k, driver.Write, 0)
 }
 
 // AcquireRead takes a read-write lock for reading.
 func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (token uint64, wait time.Duration, err error) {
-	v, err := run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl), k.grant).Int64()
-	if err != nil {
-		return 0, 0, err
-	}
-	return Grant(v)
+	return grantOf(run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl), k.grant), k, driver.Read, 0)
 }
 
 // ReleaseRead ends owner's read lease: it reports whether owner held one.
@@ -456,6 +490,20 @@ const (
 
 var wakeArgs = [...]any{WakeNext: "", WakeToken: "t", WakeNone: "-"}
 
+// GiveBack releases owner's grant of token, and only that grant: a later
+// grant of the same owner (with another token, or, for a hold of a
+// re-entrant lease, made after this give-back first ran) is not touched.
+// call names this give-back, the same in each of its repeats, and in no
+// other give-back of the owner: a repeat finds the receipt its first
+// sending left and does nothing more.
+func GiveBack(ctx context.Context, c redis.Scripter, k Keys, owner string, token uint64, call string) (bool, error) {
+	// The lock's value begins "owner LF token LF": naming both as the
+	// owner matches this grant and no later one (see release.lua).
+	named := owner + "\n" + strconv.FormatUint(token, 10)
+	n, err := run(ctx, c, releaseScript, k.relBox, k.release, named, k.boxed[4], call, receiptMillis, wakeArgs[WakeNext], k.grant).Int64()
+	return n == 1, err
+}
+
 // ReleaseWaking is [Release], waking the waiters as wake says.
 func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
 	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis, wakeArgs[wake], k.grant).Int64()
@@ -483,14 +531,14 @@ func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // With reentry, it raises the token of that identity's re-entrant lease,
 // if it holds the lock, to token too.
 func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64, reentry string) (uint64, error) {
-	n, err := seedScript.Run(ctx, c, []string{k.Fence, k.Lock}, strconv.FormatUint(token, 10), reentry).Int64()
+	n, err := seedScript.Run(ctx, c, []string{k.Fence, k.Lock}, strconv.FormatUint(token, 10), reentry, k.grant).Int64()
 	return uint64(n), err
 }
 
 // State is the lock as one node sees it.
 type State struct {
 	Held   bool
-	Writer bool // held by a read-write lock's writer (see DescribeWriter)
+	Writer bool // held by a read-write lock's writer
 	Owner  string
 	Token  uint64 // the holder's, or the last one issued when free
 	Holds  int    // when Held: a re-entrant lease's holds, else 1
@@ -547,7 +595,12 @@ type Leases struct {
 	Count  int
 	Newest uint64        // the highest fencing token among them
 	TTL    time.Duration // the longest remaining lease
+	Limit  int           // a semaphore's size (0: unknown)
 }
+
+// limitField is the field of a semaphore's token hash that holds its size
+// (LIMIT in kind.lua).
+const limitField = "\nlimit"
 
 // InspectLeases reads the live readers and permits of k on the node that
 // holds k, in one transaction, without changing them.
@@ -587,6 +640,9 @@ func InspectLeases(ctx context.Context, c redis.UniversalClient, k Keys) (reader
 			ls[i].Count++
 			ls[i].Newest = max(ls[i].Newest, token)
 			ls[i].TTL = max(ls[i].TTL, time.Duration(left)*time.Millisecond)
+		}
+		if ls[i].Count > 0 {
+			ls[i].Limit, _ = strconv.Atoi(tokens[i].Val()[limitField])
 		}
 	}
 	return ls[0], ls[1], nil

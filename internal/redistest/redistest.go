@@ -70,6 +70,22 @@ func Expire(tb testing.TB, prefix, key string, clients ...redis.Cmdable) {
 	}
 }
 
+// Stored returns every key that the locks under prefix whose names begin
+// with name keep on each client (every master, for a Cluster client): the
+// Stored of a distlocktest harness.
+func Stored(tb testing.TB, prefix, name string, clients ...redis.UniversalClient) []string {
+	tb.Helper()
+	var all []string
+	for _, rdb := range clients {
+		keys, err := redisnode.Stored(context.Background(), rdb, prefix, name)
+		if err != nil {
+			tb.Fatalf("redistest: listing the keys of %q: %v", name, err)
+		}
+		all = append(all, keys...)
+	}
+	return all
+}
+
 // RejectsBadURLs fails tb for each URL that distlock.Open accepts, or
 // refuses with an error other than distlock.ErrInvalidURL: the malformed
 // forms every Redis scheme must refuse (no host, a port that is no number,

@@ -13,10 +13,15 @@ import (
 // zkMaxSession is the servers' default maxSessionTimeout.
 const zkMaxSession = time.Minute
 
+// ZooKeeperContainerCheck is how often the test servers delete the
+// container nodes left empty.
+const ZooKeeperContainerCheck = launch.DefaultContainerCheck
+
 // ZooKeeper is one ZooKeeper server owned by a test, run by package launch
 // with java from the jars of Debian's zookeeper package (3.8): standalone
 // ([StartZooKeeper]) or a member of an [Ensemble]. Its tick is 200ms, so
-// that elections and session expiry take seconds.
+// that elections and session expiry take seconds, and it deletes empty
+// container nodes every [ZooKeeperContainerCheck].
 type ZooKeeper struct {
 	srv *launch.ZooKeeper
 }

@@ -10,28 +10,22 @@
 -- it and reach for the holds only when their owner is not the value's.
 -- Returns what acquire.lua returns; every hold has the lease's token.
 local v = redis.call('GET', KEYS[1])
-local ttl = tonumber(ARGV[2])
 local mark = '*' .. ARGV[4] .. '\n'
 if not v then
-  local fence = take(KEYS[1], KEYS[2], KEYS[3], '*' .. ARGV[4], ARGV[3], ttl)
-  if fence <= 0 then
-    return fence
+  local other = beside_lock(KEYS[2])
+  if other then
+    return other
   end
-  redis.call('DEL', KEYS[4])
-  redis.call('HSET', KEYS[4], ARGV[1], 1)
-  redis.call('PEXPIRE', KEYS[4], ttl)
+  local fence = take(KEYS[1], KEYS[2], KEYS[3], '*' .. ARGV[4], ARGV[3], ARGV[2])
+  if fence > 0 then
+    first_hold(KEYS[4], ARGV[1], ARGV[2])
+  end
   return fence
 end
 if string.sub(v, 1, #mark) == mark then
-  -- One more hold, or the same one again after a lost reply (HSET then
-  -- adds nothing). The lease is the holds': never shortened while another
-  -- hold may rely on it.
-  redis.call('HSET', KEYS[4], ARGV[1], 1)
-  if redis.call('HLEN', KEYS[4]) > 1 then
-    ttl = math.max(ttl, redis.call('PTTL', KEYS[1]))
-  end
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[4], ttl)
-  return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
+  return add_hold(KEYS[1], KEYS[4], ARGV[1], ARGV[2], v)
+end
+if is_writer(v) then
+  return mismatch('rw')
 end
 return refused(KEYS[1], v)

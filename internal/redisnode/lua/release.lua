@@ -46,21 +46,49 @@ local function hand_over(head, rec, us, now)
   return true
 end
 
+-- given_back reports whether this call (owner LF call id) released a
+-- holding lately: it left a receipt, for the lock or for one hold.
+local function given_back(call)
+  if redis.call('GET', KEYS[5]) == call then
+    return true
+  end
+  local receipt = redis.call('ZSCORE', KEYS[7], call)
+  if receipt then
+    local t = redis.call('TIME')
+    return tonumber(receipt) > t[1] * 1000 + math.floor(t[2] / 1000)
+  end
+  return false
+end
+
 local v = redis.call('GET', KEYS[1])
 local prefix = ARGV[1] .. '\n'
 local call = prefix .. ARGV[3]
 local last = v and string.sub(v, 1, #prefix) == prefix
-if not last and v and string.byte(v, 1) == 42 and redis.call('HDEL', KEYS[6], ARGV[1]) == 1 then
-  last = redis.call('HLEN', KEYS[6]) == 0
-  if not last then
-    -- Other holds remain. Receipts are kept per call, as several holds
-    -- may be released at once; lapsed ones go with each release.
-    local t = redis.call('TIME')
-    local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
-    redis.call('ZADD', KEYS[7], now + tonumber(ARGV[4]), call)
-    redis.call('PEXPIRE', KEYS[7], ARGV[4])
+-- A give-back names its grant as owner LF token (see GiveBack); for a hold
+-- of a re-entrant lease, the hold is the owner's in the lease of that token.
+local hold, named = string.match(ARGV[1], '^(.*)\n(%d+)$')
+if not named then
+  hold = ARGV[1]
+end
+if not last and v and string.byte(v, 1) == 42 then
+  local mine = not named or string.match(v, '^[^\n]*\n(%d+)') == named
+  if mine and named and given_back(call) then
+    -- This give-back ran already, sent again: a later hold of the owner
+    -- is not its to end.
     return 1
+  end
+  if mine and redis.call('HDEL', KEYS[6], hold) == 1 then
+    last = redis.call('HLEN', KEYS[6]) == 0
+    if not last then
+      -- Other holds remain. Receipts are kept per call, as several holds
+      -- may be released at once; lapsed ones go with each release.
+      local t = redis.call('TIME')
+      local now = t[1] * 1000 + math.floor(t[2] / 1000)
+      redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now)
+      redis.call('ZADD', KEYS[7], now + tonumber(ARGV[4]), call)
+      redis.call('PEXPIRE', KEYS[7], ARGV[4])
+      return 1
+    end
   end
 end
 if last then
@@ -71,7 +99,7 @@ if last then
   -- queued, has waiters to wake (readers kept out by a writer do not mark
   -- its lease: a writer's release always wakes).
   local say = ARGV[5]
-  if not waited(v) and not string.find(v, '\ndistlock.kind=write', 1, true) then
+  if not waited(v) and not is_writer(v) then
     say = '-'
   elseif say == '-' then
     -- A minority given back that refused others: they wait for it.
@@ -91,15 +119,8 @@ if last then
   end
   return 1
 end
-if redis.call('GET', KEYS[5]) == call then
+if given_back(call) then
   return 1
-end
-local receipt = redis.call('ZSCORE', KEYS[7], call)
-if receipt then
-  local t = redis.call('TIME')
-  if tonumber(receipt) > t[1] * 1000 + math.floor(t[2] / 1000) then
-    return 1
-  end
 end
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])

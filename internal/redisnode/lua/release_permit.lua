@@ -16,7 +16,13 @@ if not expiry then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  -- The last lease: its token hash goes too, with a semaphore's n (see
+  -- kind.lua).
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
 if tonumber(expiry) <= now then
   return 0
 end

@@ -38,6 +38,21 @@ local function refused(lock, v)
   return -math.max(1, pttl)
 end
 
+-- COUNTER_LIFE is how long, in ms, a fencing counter outlives its last
+-- write at least, so that a key nobody uses leaves nothing behind.
+local COUNTER_LIFE = 10000
+
+-- counter_life returns how long, in ms, a counter of value token, written
+-- at the server time us, must last: until the clock floor (of grain µs)
+-- has passed it, so that the tokens issued after it expired are still
+-- above it, and at least COUNTER_LIFE. The millisecond rounded up and one
+-- more cover the few µs a counter raised by INCR gains on the life its
+-- last write gave it (see issue).
+local function counter_life(token, us, grain)
+  local ahead = token + grain - us
+  return math.max(COUNTER_LIFE, math.floor(ahead / 1000) + 2)
+end
+
 -- issue returns the next fencing token of counter, as a number and as
 -- decimal text (Lua's own conversion keeps only 14 digits); or nil and the
 -- ms to wait while the restart guard holds grants back.
@@ -46,16 +61,19 @@ end
 -- as the counter: a counter that was lost (restart, flush, eviction,
 -- failover to a lagging replica) resumes above every token issued before
 -- the loss, as long as the server's clock has not gone back by more than
--- the loss took.
+-- the loss took. A counter expires once the floor has passed it (see
+-- counter_life), which loses nothing: the floor then gives a higher token.
+-- Without a clock floor (grain 0) it never expires.
 --
--- A missing counter is a key new to this node, or one whose data the node
--- lost. The guard tells them apart by the node's life: the marker holds the
--- run id of a life known not to follow a loss, written by a declaration
--- that the server is new, or by this function once the server has run for
--- one maximum lease length, after which no lease granted before its start
--- can be alive. Until then, a new key waits. uptime_in_seconds is the
--- difference of two whole-second clock readings, up to a second more than
--- the server has run: one second comes off it.
+-- A missing counter is a key new to this node, one unused long enough for
+-- its counter to expire, or one whose data the node lost. The guard tells
+-- the last apart by the node's life: the marker holds the run id of a life
+-- known not to follow a loss, written by a declaration that the server is
+-- new, or by this function once the server has run for one maximum lease
+-- length, after which no lease granted before its start can be alive.
+-- Until then, a new key waits. uptime_in_seconds is the difference of two
+-- whole-second clock readings, up to a second more than the server has
+-- run: one second comes off it.
 local function issue(counter, marker, us)
   local g, m = string.match(ARGV[#ARGV], '^(%d+):(%d+)$')
   local grain, maxttl = tonumber(g), tonumber(m)
@@ -66,11 +84,13 @@ local function issue(counter, marker, us)
   -- One command reads the counter and writes it: a µs floor is almost
   -- always above the counter, so it is written and the old value read back
   -- (SET ... GET); a coarser one is usually behind it, so the counter is
-  -- raised by one (INCR: 1 means it was missing). A second write follows
-  -- only when that guess was wrong.
+  -- raised by one (INCR: 1 means it was missing, and INCR keeps the
+  -- counter's expiry). A second write follows only when that guess was
+  -- wrong, or when the counter ran ahead of the floor and so must last
+  -- longer.
   local c, raised
   if grain > 0 and grain <= 1000 then
-    c = redis.call('SET', counter, string.format('%.0f', floor), 'GET')
+    c = redis.call('SET', counter, string.format('%.0f', floor), 'GET', 'PX', counter_life(floor, us, grain))
     raised = floor
   else
     local n = redis.call('INCR', counter)
@@ -93,8 +113,14 @@ local function issue(counter, marker, us)
   end
   local token = math.max(tonumber(c or '0') + 1, floor)
   local text = string.format('%.0f', token)
-  if token ~= raised then
-    redis.call('SET', counter, text)
+  if grain == 0 then
+    if token ~= raised then
+      redis.call('SET', counter, text)
+    end
+  elseif token ~= raised then
+    redis.call('SET', counter, text, 'PX', counter_life(token, us, grain))
+  elseif token > floor then
+    redis.call('PEXPIRE', counter, counter_life(token, us, grain))
   end
   return token, text
 end
