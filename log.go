@@ -43,6 +43,9 @@ func (o logObserver) Observe(ctx context.Context, e Event) {
 	switch e.Type {
 	case EventAttempt:
 		msg += "attempt"
+		if e.Outcome == Guarded {
+			msg += " held back by the restart guard: the store may have lost data, so it grants no new lock until its longest lease has passed (Client.DeclareFresh ends the wait on servers that lost nothing)"
+		}
 		attrs = append(attrs, slog.String("outcome", e.Outcome.String()), slog.Int("attempt", e.Attempts), slog.Duration("latency", e.Latency))
 	case EventAcquired:
 		msg += "acquired"

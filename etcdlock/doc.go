@@ -23,15 +23,27 @@
 // distlock.WithFairness the way to avoid it. A waiter that gives up
 // deletes its key.
 //
+// A key is used as one kind of lock at a time: the names of its holdings
+// and waiters tell their family (mutex, read-write lock, or semaphore,
+// whose size is part of the name), and every transaction that puts a key
+// also checks that none of another family, or of another semaphore size,
+// exists. A request refused for that returns a *driver.KindError, which
+// names both kinds; two requests of different families at once are never
+// both granted. A permit's key is put only if no permit was put since the
+// attempt counted fewer than the semaphore's size, so every permit key
+// holds from the transaction that put it.
+//
 // Every attempt is one transaction that finds the owner's key first, so a
 // reply lost in transit is recovered by the retry with the same owner: it
 // finds the key and reports the same grant, and nothing is left orphaned.
-// A permit's key that was put but never granted (its attempt was refused
-// and could not give it back, or its reply was lost) is not granted later
-// on its create revision if a greater token was issued meanwhile: it is
-// deleted, and the attempt puts a new key, so that tokens still grow.
 // A release leaves a receipt key for 5 to 10 seconds, so that a repeated
-// release reports success.
+// release reports success; it notes the holding's token, which Inspect
+// reports for the free key meanwhile (after that, a free key's token is
+// 0). Nothing else is kept for a key nobody holds or waits for: every key
+// the backend writes is on a lease, so a key released, given up or left
+// by a crashed holder leaves nothing in etcd within the lease's TTL and
+// 10 seconds. Tokens need no record to keep growing: they are create
+// revisions, which etcd never issues twice.
 //
 // # Leases
 //
@@ -78,6 +90,17 @@
 // without a bound TryLock(context.Background()) would never return from a
 // cluster out of reach.
 //
+// Within that bound, requests ask the member to fail at once if it has no
+// leader, and a request that reached a member just before its leader died,
+// which etcd leaves unanswered, is not waited for to the end: a renewal
+// (a Refresh, a keep-alive) sends the same request again each time half
+// of the time left passes, keeping the first answer, and an Acquire tries
+// again once half of the time left (at least a second) passed. The new
+// leader, elected within a few election timeouts, answers the repeat, so
+// a holder keeps its lock across a leader change that the cluster
+// survives if its TTL leaves time for the election, and a waiter woken
+// meanwhile is not held up by a request of its own that hangs.
+//
 // # Re-entrant locks
 //
 // A re-entrant lock (distlock.WithOwner, distlock.ContextWithOwner) is an
@@ -116,8 +139,17 @@
 // hand-over) costs that too, then one keep-alive of the identity's lease,
 // to learn how long it lasts, and the transaction that adds the hold. A
 // Release through a backend that did not take the hold is two
-// transactions. Re-entrant locks are not fair: a Request with both Fair
-// and Reentry fails with errors.ErrUnsupported.
+// transactions.
+//
+// A fair re-entrant lock (distlock.WithFairness) takes its first hold in
+// turn: if the lock is held, the identity's anchor is put alone, as its
+// place in line, and the hold is granted, its key put, once the anchor
+// is first. Further holds of the identity, while it holds, are granted
+// at once, whoever waits. While the identity only waits it holds
+// nothing: a request of it that does not wait (TryLock) is refused, and
+// its owners waiting at once share the one place. One that gives up
+// deletes the place; the others put it again, at the end of the line, at
+// their next attempt.
 //
 // # Guarantees
 //
@@ -129,10 +161,13 @@
 //	crashed holder       others wait <= its lease TTL  whole seconds, >= 1 s and etcd's minimum (2 s by default)
 //	fair order           FIFO by create revision       with distlock.WithFairness, and for writers
 //	read-write lock      writers queue, readers wait   a queued writer keeps new readers out
-//	semaphore            first n keys                  every client uses the same n
-//	re-entrant locks     holds counted in etcd         not fair; the identity's own lease, kept alive by every backend holding it
+//	semaphore            first n keys                  a request of another n is refused (driver.KindError)
+//	one kind per key     checked in each transaction   another family or size: driver.KindError
+//	re-entrant locks     holds counted in etcd         the identity's own lease, kept alive by every backend holding it
+//	fair re-entrant      first hold in turn            further holds of the identity granted at once
 //	handed-over lock     outlives the first backend    a closed or crashed backend's holds end with the lease, <= its TTL after the others' last release
 //	Inspect TTL          etcd's whole seconds          the longest remaining lease of the holders
+//	state reclaimed      every key on a lease          none left within the lease's TTL and 10 s of the last release
 //
 // Tokens are etcd revisions, so they grow with every write to the cluster,
 // not by one per holding; package fence works with them unchanged.

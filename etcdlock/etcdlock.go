@@ -62,6 +62,7 @@ type Backend struct {
 	granted   time.Time            // of receipts
 	deadlines map[string]*deadline // by etcd key (see hold.go)
 	reholds   map[string]string    // re-entrant hold key -> its anchor (see reentry.go)
+	permits   map[string]string    // permitIndex -> the key of the owner's permit
 	spares    map[int64]*lease     // by TTL in seconds: for a new re-entrant lease
 }
 
@@ -143,51 +144,56 @@ func checkKey(op, key, owner string, hasOwner bool) error {
 // Capabilities implements driver.Backend: releases are notified (a fair
 // waiter only by the release of the key queued just before its own),
 // fair locks, read-write locks, semaphores and re-entrant locks are
-// offered. A re-entrant lock is not fair: a request with both Reentry
-// and Fair fails with an error wrapping errors.ErrUnsupported.
+// offered. A fair re-entrant lock takes its first hold in turn; further
+// holds of the identity, while it holds, are granted at once.
 func (b *Backend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Notify: true, Fair: true, ReadWrite: true, Semaphore: true, Reentrant: true}
 }
 
 // keys are the etcd keys of one lock key.
 type keys struct {
-	lock     string // prefix of every holding and waiter
-	sub      string // prefix of the holdings of the request's kind
-	own      string // the owner's
-	receipt  string // the owner's receipt of its release
-	last     string // written with a grant made in one step: its ModRevision is the token
-	lastSlow string // the token of other grants, as 20 decimal digits
-	holds    string // prefix of the holds of a re-entrant lease (see reentry.go)
-	hold     string // the owner's hold of a re-entrant lease
+	lock    string // prefix of every holding and waiter
+	sub     string // prefix of the holdings of the request's kind (and limit)
+	own     string // the owner's
+	receipt string // the owner's receipt of its release
+	holds   string // prefix of the holds of a re-entrant lease (see reentry.go)
+	hold    string // the owner's hold of a re-entrant lease
 }
 
-func (b *Backend) keys(key, owner string, kind driver.Kind) keys {
+// keys names the etcd keys of the owner's holding of key, of kind (and,
+// for a permit, of a semaphore of limit permits).
+func (b *Backend) keys(key, owner string, kind driver.Kind, limit int) keys {
 	k := url.PathEscape(key)
 	lock := b.prefix + "lock/" + k + "/"
-	sub := lock + subprefix(kind)
+	sub := lock + subprefix(kind, limit)
 	holds := b.prefix + "hold/" + k + "/"
 	return keys{
-		lock:     lock,
-		sub:      sub,
-		own:      sub + url.PathEscape(owner),
-		receipt:  b.prefix + "released/" + k + "/" + url.PathEscape(owner),
-		last:     b.prefix + "token/" + k + "/1",
-		lastSlow: b.prefix + "token/" + k + "/2",
-		holds:    holds,
-		hold:     holds + url.PathEscape(owner),
+		lock:    lock,
+		sub:     sub,
+		own:     sub + url.PathEscape(owner),
+		receipt: b.prefix + "released/" + k + "/" + url.PathEscape(owner),
+		holds:   holds,
+		hold:    holds + url.PathEscape(owner),
 	}
 }
 
-// subprefix separates the kinds: readers look for writers only, and
-// Release knows which kinds wait in line.
-func subprefix(kind driver.Kind) string {
+// receipts is the prefix of the receipts of releases of k's lock.
+func (k keys) receipts() string { return k.receipt[:strings.LastIndexByte(k.receipt, '/')+1] }
+
+// subprefix separates the kinds, so that a transaction can check a
+// key's family (see kind.go): readers look for writers only, and Release
+// knows which kinds wait in line. A semaphore's size is part of its
+// permits' names.
+func subprefix(kind driver.Kind, limit int) string {
 	switch kind {
+	case driver.Write:
+		return "w/"
 	case driver.Read:
 		return "r/"
 	case driver.Permit:
-		return "p/"
+		return "p/" + strconv.Itoa(limit) + "/"
 	}
-	return "w/" // Exclusive and Write: a key has one or the other
+	return "m/"
 }
 
 // holding is the value of an owner's key.
@@ -210,10 +216,23 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	ctx, cancel := b.call(ctx, req.TTL)
 	defer cancel()
 	start := time.Now()
-	if req.Reentry != "" {
-		return b.acquireReentrant(ctx, req, start)
-	}
-	if err := b.arm(ctx, b.keys(req.Key, req.Owner, req.Kind).own, start.Add(max(req.TTL, req.Queue))); err != nil {
+	var g driver.Grant
+	err := persist(ctx, func(ctx context.Context) error {
+		var err error
+		if req.Reentry != "" {
+			g, err = b.acquireReentrant(ctx, req, start)
+		} else {
+			g, err = b.acquireOnce(ctx, req, start)
+		}
+		return err
+	})
+	return g, err
+}
+
+// acquireOnce is one try of Acquire for a request without a re-entrant
+// identity.
+func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
+	if err := b.arm(ctx, b.keys(req.Key, req.Owner, req.Kind, req.Limit), start.Add(max(req.TTL, req.Queue))); err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
 	for retried := false; ; retried = true {
@@ -249,46 +268,47 @@ func (b *Backend) checkRequest(req driver.Request) error {
 		return fmt.Errorf("etcdlock: unknown lock kind %d", req.Kind)
 	case req.Kind == driver.Permit && req.Limit < 1:
 		return fmt.Errorf("etcdlock: a semaphore of %d permits", req.Limit)
-	case req.Reentry != "" && (req.Kind != driver.Exclusive || req.Fair):
-		return fmt.Errorf("etcdlock: re-entrant locks are exclusive and not fair: %w", errors.ErrUnsupported)
+	case req.Reentry != "" && req.Kind != driver.Exclusive:
+		return fmt.Errorf("etcdlock: re-entrant locks are exclusive: %w", errors.ErrUnsupported)
 	}
 	return nil
 }
 
-// acquire makes the attempt on lease l. A grant made in one step writes
-// k.last in the same transaction, which makes its ModRevision the token.
+// acquire makes the attempt on lease l. Every transaction that may put
+// the owner's key also checks the key's family (see kind.go).
 func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, start time.Time) (driver.Grant, error) {
-	k := b.keys(req.Key, req.Owner, req.Kind)
+	k := b.keys(req.Key, req.Owner, req.Kind, req.Limit)
 	val, err := json.Marshal(holding{Kind: req.Kind, Since: time.Now().UnixMilli(), Meta: req.Meta})
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: metadata: %w", err)
 	}
 	put := clientv3.OpPut(k.own, string(val), clientv3.WithLease(l.id))
-	// Free for this request: nothing in the way at all, or for a reader,
-	// no writer (held or waiting).
+	// Free for this request: nothing in the way at all; for a reader, no
+	// writer (held or waiting); for a permit, no other permit.
 	free := clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix()
-	if req.Kind == driver.Read {
+	switch req.Kind {
+	case driver.Read:
 		free = clientv3.Compare(clientv3.CreateRevision(k.lock+"w/"), "=", 0).WithPrefix()
+	case driver.Permit:
+		free = clientv3.Compare(clientv3.CreateRevision(k.sub), "=", 0).WithPrefix()
 	}
 	queue := req.Queue > 0 && (req.Kind == driver.Exclusive || req.Kind == driver.Write)
-	first := clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{put, clientv3.OpPut(k.last, "")}, nil)
+	var then []clientv3.Op
 	switch {
 	case queue:
 		// Granted if free, else in line: the key is put either way, after
 		// the check (one transaction may put a key only once).
-		first = clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{clientv3.OpPut(k.last, "")}, nil)
+		then = []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{free}, nil, nil), put}
 	case req.Kind == driver.Permit:
-		first = clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{put, clientv3.OpPut(k.last, "")},
-			[]clientv3.Op{clientv3.OpGet(k.sub, clientv3.WithPrefix(), clientv3.WithCountOnly())})
-	}
-	then := []clientv3.Op{first}
-	if queue {
-		then = append(then, put)
+		then = []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{put},
+			[]clientv3.Op{clientv3.OpGet(k.sub, clientv3.WithPrefix(), clientv3.WithCountOnly())})}
+	default:
+		then = []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{put}, nil)}
 	}
 	resp, err := b.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(k.own), "=", 0),
+		append(k.compatible(req.Kind, req.Limit), clientv3.Compare(clientv3.CreateRevision(k.own), "=", 0))...,
 	).Then(then...).Else(
-		clientv3.OpGet(k.own),
+		append([]clientv3.Op{clientv3.OpGet(k.own)}, k.familyReads()...)...,
 	).Commit()
 	if err != nil {
 		return driver.Grant{}, b.leaseErr(err, l, "acquire", req.Key)
@@ -304,49 +324,67 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // in line
 			return driver.Grant{}, nil
 		case req.Kind == driver.Permit && inner.Responses[0].GetResponseRange().Count < int64(req.Limit):
-			return b.acquirePermit(ctx, req, k, put, l, start)
+			return b.acquirePermit(ctx, req, k, put, l, start, rev)
 		}
 		b.forget(k.own) // the owner has no key: the transaction said so
 		return driver.Grant{}, nil
 	}
-	// The owner has a key: a repeat of an attempt that took it, or a
-	// waiter's next attempt.
+	// The owner has a key (a repeat of an attempt that took it, or a
+	// waiter's next attempt), or the key is held as another kind.
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
+		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[1:]); err != nil {
+			b.forget(k.own)
+			return driver.Grant{}, err
+		}
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: the owner's key vanished during the attempt", req.Key)
 	}
 	return b.confirm(ctx, req, k, kvs[0], l, start)
 }
 
-// acquirePermit tries for a permit of a semaphore that has holders: it
-// adds the owner's key on lease l, and takes it back if it is not among
-// the first req.Limit. A key among them holds from the transaction that
-// put it, before any key put later: its create revision is its token.
-func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time) (driver.Grant, error) {
-	resp, err := b.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(k.own), "=", 0),
-	).Then(put, firstHolders(k, req.Kind, req.Limit)).Else(
-		clientv3.OpGet(k.own), firstHolders(k, req.Kind, req.Limit),
-	).Commit()
-	if err != nil {
-		return driver.Grant{}, b.leaseErr(err, l, "acquire a permit of", req.Key)
-	}
-	rev, on := resp.Header.Revision, int64(l.id)
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 {
-			return driver.Grant{}, fmt.Errorf("etcdlock: acquire a permit of %q: the owner's key vanished during the attempt", req.Key)
+// acquirePermit tries for a permit of a semaphore that had fewer than
+// req.Limit holders at revision rev: it puts the owner's key on lease l
+// if no permit was put since, so that the key is among the first
+// req.Limit from the transaction that puts it (permits do not wait in
+// line). It reads the count again and repeats while permits come and go
+// and some are free.
+func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time, rev int64) (driver.Grant, error) {
+	for {
+		cmps := append(k.compatible(req.Kind, req.Limit),
+			clientv3.Compare(clientv3.CreateRevision(k.own), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(k.sub), "<", rev+1).WithPrefix())
+		resp, err := b.cli.Txn(ctx).If(cmps...).Then(put).Else(
+			append([]clientv3.Op{clientv3.OpGet(k.own), clientv3.OpGet(k.sub, clientv3.WithPrefix(), clientv3.WithCountOnly())},
+				k.familyReads()...)...,
+		).Commit()
+		if err != nil {
+			return driver.Grant{}, b.leaseErr(err, l, "acquire a permit of", req.Key)
 		}
-		rev, on = kvs[0].CreateRevision, kvs[0].Lease
+		rev = resp.Header.Revision
+		if resp.Succeeded {
+			lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
+			return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			return b.confirm(ctx, req, k, kvs[0], l, start)
+		}
+		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[2:]); err != nil {
+			b.forget(k.own)
+			return driver.Grant{}, err
+		}
+		if resp.Responses[1].GetResponseRange().Count >= int64(req.Limit) {
+			b.forget(k.own)
+			return driver.Grant{}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return driver.Grant{}, fmt.Errorf("etcdlock: acquire a permit of %q: %w", req.Key, err)
+		}
 	}
-	if !granted(req.Kind, rev, resp.Responses[1].GetResponseRange().Kvs) {
-		return b.giveBack(ctx, req, k, rev)
-	}
-	return b.issue(ctx, req, k, rev, on, l, start, false)
 }
 
 // giveBack deletes the owner's permit key, created at rev, which is not
-// among the first req.Limit: permits do not wait in line.
+// among the first req.Limit (a key left by an older version of this
+// package, which put permits before checking them).
 func (b *Backend) giveBack(ctx context.Context, req driver.Request, k keys, rev int64) (driver.Grant, error) {
 	_, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev)).Then(clientv3.OpDelete(k.own)).Commit()
 	if err != nil {
@@ -359,26 +397,19 @@ func (b *Backend) giveBack(ctx context.Context, req driver.Request, k keys, rev 
 
 // confirm finishes an attempt of an owner whose key, kv, exists: it is
 // granted if the key is first in line (for a permit, among the first
-// req.Limit).
+// req.Limit, which it is from the start).
 //
 // The check is a read, and issue grants in a transaction of its own,
 // applied only if the key still has kv's create revision: a key that
 // holds keeps holding as long as it exists, since the keys put later are
 // behind it, but it may end between the two (its lease expires, or a
 // Break deletes it). The attempt then starts over.
-//
-// A permit's key may also be one that was never granted: left by an
-// attempt that was refused and could not give it back, or whose reply
-// was lost. Granted now, its create revision may be below the token of a
-// permit granted meanwhile; it is then given back, and the attempt starts
-// over with a new key (see issue).
 func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *mvccpb.KeyValue, l *lease, start time.Time) (driver.Grant, error) {
 	rev := kv.CreateRevision
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev),
 	).Then(
 		firstHolders(k, req.Kind, req.Limit),
-		clientv3.OpGet(k.last, clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
@@ -387,14 +418,9 @@ func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *m
 		b.vanished(k.own, rev)
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, errKeyGone)
 	}
-	// A permit's key was granted if it was put with the grant (k.last
-	// written in the same transaction), or written again since, as issue
-	// does with every permit it grants.
-	last := resp.Responses[1].GetResponseRange().Kvs
-	ungranted := req.Kind == driver.Permit && kv.ModRevision == rev && (len(last) == 0 || last[0].ModRevision != rev)
 	if !granted(req.Kind, rev, resp.Responses[0].GetResponseRange().Kvs) {
 		switch {
-		case ungranted:
+		case req.Kind == driver.Permit:
 			return b.giveBack(ctx, req, k, rev)
 		case req.Queue > 0:
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // the place, renewed
@@ -405,58 +431,30 @@ func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *m
 		(*f)(k.own)
 	}
 	// Granted now (a waiter's turn) or earlier (a repeat).
-	return b.issue(ctx, req, k, rev, kv.Lease, l, start, ungranted)
+	return b.issue(ctx, req, k, rev, kv.Lease, l, start)
 }
 
 // issue grants the owner's key, created at rev and on lease on, which
-// holds the lock. In one transaction, applied only if the key still has
-// that create revision, it notes rev, the token, as the key's last for
-// Inspect (unless a greater one is), and puts the key on lease l if it is
-// on another. A permit's key is written even if it is on l: its mod
-// revision then tells a later attempt of its owner that it was granted.
-//
-// With ungranted, for a permit's key never granted before, the token
-// would go back if a greater one was issued since the key was put; the
-// transaction then deletes the key instead.
-//
+// holds the lock: in one transaction, applied only if the key still has
+// that create revision, it puts the key on lease l if it is on another.
 // The grant's deadline is set, and its Lost tied to l, only once the
 // transaction is applied. If it is not, the key is gone: the error wraps
 // errKeyGone.
-func (b *Backend) issue(ctx context.Context, req driver.Request, k keys, rev, on int64, l *lease, start time.Time, ungranted bool) (driver.Grant, error) {
-	digits := fmt.Sprintf("%020d", rev)
-	note := clientv3.OpPut(k.lastSlow, digits)
-	var write []clientv3.Op // the key, written again
-	if req.Kind == driver.Permit || on != int64(l.id) {
-		write = append(write, clientv3.OpPut(k.own, "", clientv3.WithIgnoreValue(), clientv3.WithLease(l.id)))
-	}
-	unset := clientv3.Compare(clientv3.CreateRevision(k.lastSlow), "=", 0)
-	var then []clientv3.Op
-	if ungranted {
-		// No grant in one step since the key was put, and no token
-		// above rev noted.
-		before := clientv3.Compare(clientv3.ModRevision(k.last), "<", rev+1)
-		notAbove := clientv3.Compare(clientv3.Value(k.lastSlow), "<", fmt.Sprintf("%020d", rev+1))
-		set := append([]clientv3.Op{note}, write...)
-		then = []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{before, unset}, set,
-			[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{before, notAbove}, set, []clientv3.Op{clientv3.OpDelete(k.own)})})}
-	} else {
-		below := clientv3.Compare(clientv3.Value(k.lastSlow), "<", digits)
-		then = append([]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{unset}, []clientv3.Op{note},
-			[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{below}, []clientv3.Op{note}, nil)})}, write...)
+func (b *Backend) issue(ctx context.Context, req driver.Request, k keys, rev, on int64, l *lease, start time.Time) (driver.Grant, error) {
+	// A transaction without a range or a write is served as a
+	// serializable read, by any member: the count makes the check
+	// linearizable.
+	op := clientv3.OpGet(k.own, clientv3.WithCountOnly())
+	if on != int64(l.id) {
+		op = clientv3.OpPut(k.own, "", clientv3.WithIgnoreValue(), clientv3.WithLease(l.id))
 	}
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev),
-	).Then(then...).Commit()
+	).Then(op).Commit()
 	if err != nil {
 		return driver.Grant{}, b.leaseErr(err, l, "acquire", req.Key)
 	}
-	gone := !resp.Succeeded
-	if !gone && ungranted {
-		// Neither branch that grants: the key was deleted.
-		inner := resp.Responses[0].GetResponseTxn()
-		gone = !inner.Succeeded && !inner.Responses[0].GetResponseTxn().Succeeded
-	}
-	if gone {
+	if !resp.Succeeded {
 		b.vanished(k.own, rev)
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, errKeyGone)
 	}
@@ -465,12 +463,15 @@ func (b *Backend) issue(ctx context.Context, req driver.Request, k keys, rev, on
 }
 
 // firstHolders reads, in line order, the keys that decide whether a
-// request of kind is granted: the first key of all (a writer), the first
-// writer (a reader), the first limit permits.
+// request of kind is granted: the first key of all (a mutex or a writer),
+// the first writer (a reader), the first limit permits.
 func firstHolders(k keys, kind driver.Kind, limit int) clientv3.Op {
 	key := k.lock
-	if kind == driver.Read {
+	switch kind {
+	case driver.Read:
 		key = k.lock + "w/"
+	case driver.Permit:
+		key = k.sub
 	}
 	return clientv3.OpGet(key, firstOpts(k, kind, limit)...)
 }
@@ -496,7 +497,9 @@ func granted(kind driver.Kind, rev int64, first []*mvccpb.KeyValue) bool {
 }
 
 // Release implements driver.Backend. A released holding leaves a receipt
-// for a few seconds (5 to 10), so that a repeated Release reports success.
+// for a few seconds (5 to 10), so that a repeated Release reports success;
+// it notes the holding's token, for Inspect to report while the key is
+// free.
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.check(); err != nil {
 		return err
@@ -506,14 +509,17 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
+	k, err := b.leaseKeys(ctx, l)
+	if err != nil {
+		return err
+	}
 	for retried := false; ; retried = true {
 		rl, err := b.receiptLease(ctx)
 		if err != nil {
 			return err
 		}
-		err = b.release(ctx, l, rl)
+		err = b.release(ctx, l, k, rl)
 		if err == nil || errors.Is(err, driver.ErrNotHeld) {
-			k := b.keys(l.Key, l.Owner, l.Kind)
 			b.forget(k.own)
 			b.dropHold(k.hold)
 		}
@@ -524,18 +530,62 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 }
 
-func (b *Backend) release(ctx context.Context, l driver.Lease, rl *lease) error {
-	k := b.keys(l.Key, l.Owner, l.Kind)
+// leaseKeys names the keys of l's holding. A permit's name holds the
+// semaphore's size, which a Lease does not: it is the one this backend's
+// attempt named, or, for an owner it has no record of, the one found
+// among the key's permits (none found: no holding).
+func (b *Backend) leaseKeys(ctx context.Context, l driver.Lease) (keys, error) {
+	k := b.keys(l.Key, l.Owner, l.Kind, 0)
+	if l.Kind != driver.Permit {
+		return k, nil
+	}
+	b.mu.Lock()
+	own, ok := b.permits[permitIndex(k.lock, url.PathEscape(l.Owner))]
+	b.mu.Unlock()
+	if ok {
+		return b.keys(l.Key, l.Owner, l.Kind, k.permitLimit([]byte(own))), nil
+	}
+	resp, err := b.cli.Get(ctx, k.lock+"p/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return keys{}, fmt.Errorf("etcdlock: find the permit of %q: %w", l.Key, err)
+	}
+	suffix := "/" + url.PathEscape(l.Owner)
+	for _, kv := range resp.Kvs {
+		if strings.HasSuffix(string(kv.Key), suffix) {
+			return b.keys(l.Key, l.Owner, l.Kind, k.permitLimit(kv.Key)), nil
+		}
+	}
+	return k, nil
+}
+
+// permitIndex is the name under which Backend.permits records the key
+// of a permit of lock (a lock's prefix) and owner (escaped).
+func permitIndex(lock, owner string) string { return lock + "p/" + owner }
+
+// receiptOp writes the owner's receipt on lease rl: with the token of the
+// holding if the owner's key, own, still has create revision rev (0:
+// unknown).
+func receiptOp(k keys, own string, rev int64, rl *lease) clientv3.Op {
+	plain := clientv3.OpPut(k.receipt, "", clientv3.WithLease(rl.id))
+	if rev == 0 {
+		return plain
+	}
+	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(own), "=", rev)},
+		[]clientv3.Op{clientv3.OpPut(k.receipt, strconv.FormatInt(rev, 10), clientv3.WithLease(rl.id))},
+		[]clientv3.Op{plain})
+}
+
+func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease) error {
 	if anchor, rev := b.holdAnchor(k.hold); rev != 0 {
-		return b.releaseHold(ctx, l, k, anchor, clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev), rl)
+		return b.releaseHold(ctx, l, k, anchor, clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev), rev, rl)
 	}
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "!=", 0),
 	).Then(
 		clientv3.OpGet(k.own),
 		clientv3.OpGet(k.lock, firstOpts(k, l.Kind, 1)...),
+		receiptOp(k, k.own, b.revision(k.own), rl),
 		clientv3.OpDelete(k.own),
-		clientv3.OpPut(k.receipt, "", clientv3.WithLease(rl.id)),
 	).Else(
 		clientv3.OpGet(k.receipt, clientv3.WithCountOnly()),
 		clientv3.OpGet(k.hold),
@@ -568,8 +618,10 @@ func (b *Backend) release(ctx context.Context, l driver.Lease, rl *lease) error 
 // Refresh implements driver.Backend. The lease of the owner's key is
 // renewed by the backend's keep-alive; Refresh checks that the key is
 // still the owner's holding, moves the key's local deadline to ttl from
-// the call's start, and moves the key to the lease for ttl if its TTL in
-// seconds differs. The holding's Grant.Lost follows the key: from then on
+// the call's start (earlier, for a shorter ttl, once the check succeeded:
+// a holder that stops renewing then loses its key at that ttl, not the
+// one asked for before), and moves the key to the lease for ttl if its
+// TTL in seconds differs. The holding's Grant.Lost follows the key: from then on
 // it closes when the new lease ends, not the old one (and, if the move's
 // outcome is unknown, when either ends).
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
@@ -585,7 +637,10 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	ctx, cancel := b.call(ctx, ttl)
 	defer cancel()
 	start := time.Now()
-	k := b.keys(l.Key, l.Owner, l.Kind)
+	k, err := b.leaseKeys(ctx, l)
+	if err != nil {
+		return 0, err
+	}
 	if anchor, _ := b.holdAnchor(k.hold); anchor != "" {
 		return b.refreshHold(ctx, l, k, anchor, ttl, start)
 	}
@@ -598,13 +653,12 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 		return 0, driver.ErrNotHeld
 	}
 	var ls *lease
-	var err error
 	for retried := false; ; retried = true {
 		if ls, err = b.lease(ctx, seconds(ttl)); err != nil {
 			return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
 		}
 		b.moving(own, ls)
-		err = b.refresh(ctx, l, ls)
+		_, err = hedge(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.refresh(ctx, l, k, ls) })
 		if errors.Is(err, errLeaseGone) {
 			// Not applied: the key is where it was.
 			b.unmoved(own, ls)
@@ -629,13 +683,16 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
 		}
 	}
-	return ls.validFor(start, ttl, b.drift)
+	v, err := ls.validFor(start, ttl, b.drift)
+	if err == nil {
+		b.setAt(own, start.Add(ttl))
+	}
+	return v, err
 }
 
 // refresh checks that the owner's key holds the lock, and puts it on
 // lease ls if it is on another.
-func (b *Backend) refresh(ctx context.Context, l driver.Lease, ls *lease) error {
-	k := b.keys(l.Key, l.Owner, l.Kind)
+func (b *Backend) refresh(ctx context.Context, l driver.Lease, k keys, ls *lease) error {
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "!=", 0),
 	).Then(
@@ -673,11 +730,10 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	}
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
-	k := b.keys(key, "", driver.Exclusive)
+	k := b.keys(key, "", driver.Exclusive, 0)
 	resp, err := b.cli.Txn(ctx).Then(
 		clientv3.OpGet(k.lock, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-		clientv3.OpGet(k.last),
-		clientv3.OpGet(k.lastSlow),
+		clientv3.OpGet(k.receipts(), clientv3.WithPrefix()),
 		clientv3.OpGet(k.holds, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
@@ -685,18 +741,16 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	}
 	holds := holders(k, resp.Responses[0].GetResponseRange().Kvs)
 	if len(holds) == 0 {
+		// The last token, while the receipts of its release last.
 		var token uint64
-		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-			token = uint64(kvs[0].ModRevision)
-		}
-		if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
-			if t, err := strconv.ParseUint(string(kvs[0].Value), 10, 64); err == nil {
+		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+			if t, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
 				token = max(token, t)
 			}
 		}
 		return driver.Info{Token: token}, nil
 	}
-	return b.describe(ctx, k, key, holds, resp.Responses[3].GetResponseRange().Kvs, make(map[int64]time.Duration))
+	return b.describe(ctx, k, key, holds, resp.Responses[2].GetResponseRange().Kvs, make(map[int64]time.Duration))
 }
 
 // describe returns the Info of a key held by holds, in line order;
@@ -713,6 +767,9 @@ func (b *Backend) describe(ctx context.Context, k keys, key string, holds, neste
 	}
 	h.Meta["since"] = strconv.FormatInt(h.Since, 10)
 	info := driver.Info{Held: true, Kind: h.Kind, Token: uint64(newest.CreateRevision), Holds: len(holds), Meta: h.Meta}
+	if h.Kind == driver.Permit {
+		info.Limit = k.permitLimit(newest.Key)
+	}
 	if k.isAnchor(newest) {
 		// A re-entrant lease: its holds are the hold keys put since its
 		// anchor (older ones are of a lease that was deleted).
@@ -768,7 +825,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, er
 			continue // not a key this package wrote
 		}
 		slices.SortFunc(kvs, func(x, y *mvccpb.KeyValue) int { return cmp.Compare(x.CreateRevision, y.CreateRevision) })
-		k := b.keys(key, "", driver.Exclusive)
+		k := b.keys(key, "", driver.Exclusive, 0)
 		holds := holders(k, kvs)
 		if len(holds) == 0 {
 			continue
@@ -810,7 +867,7 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 	}
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
-	k := b.keys(key, "", driver.Exclusive)
+	k := b.keys(key, "", driver.Exclusive, 0)
 	resp, err := b.cli.Txn(ctx).Then(
 		clientv3.OpGet(k.lock, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		clientv3.OpGet(k.holds, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
@@ -861,7 +918,7 @@ func holders(k keys, kvs []*mvccpb.KeyValue) []*mvccpb.KeyValue {
 	kind := func(kv *mvccpb.KeyValue) string {
 		if rest := kv.Key[len(k.lock):]; len(rest) > 2 {
 			switch s := string(rest[:2]); s {
-			case "w/", "r/", "p/":
+			case "m/", "w/", "r/", "p/":
 				return s
 			}
 		}
@@ -877,7 +934,7 @@ func holders(k keys, kvs []*mvccpb.KeyValue) []*mvccpb.KeyValue {
 		return nil
 	}
 	switch kind(line[0]) {
-	case "w/":
+	case "m/", "w/":
 		return line[:1]
 	case "r/":
 		for i, kv := range line {

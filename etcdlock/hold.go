@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,6 +37,9 @@ type deadline struct {
 	on   []*lease
 	lost chan struct{} // a holding's Grant.Lost
 
+	// permit, for a permit's key, is its name in Backend.permits.
+	permit string
+
 	// holds, for the deadline of a re-entrant identity (keyed by its
 	// anchor, see reentry.go), lists the hold keys this backend put or
 	// may have put; nil for any other key.
@@ -50,20 +54,50 @@ type deadline struct {
 // arm makes the owner's key end at at, or later if its deadline is later,
 // before an attempt that may put it is sent. If the key is being deleted
 // for a passed deadline, it waits until it is.
-func (b *Backend) arm(ctx context.Context, key string, at time.Time) error {
+// A permit's key is recorded under its owner, so that Release and
+// Refresh, which are not told the semaphore's size, can name it.
+func (b *Backend) arm(ctx context.Context, k keys, at time.Time) error {
+	key := k.own
 	d, err := b.settledDeadline(ctx, key)
 	if err != nil {
 		return err
 	}
 	switch {
 	case d == nil:
-		b.newDeadline(key, 0, at)
+		d = b.newDeadline(key, 0, at)
 	case at.After(d.at):
 		d.at = at
 		d.timer.Reset(time.Until(at))
 	}
+	if strings.HasPrefix(k.sub, k.lock+"p/") {
+		if b.permits == nil {
+			b.permits = make(map[string]string)
+		}
+		d.permit = permitIndex(k.lock, k.own[len(k.sub):])
+		b.permits[d.permit] = key
+	}
 	b.mu.Unlock()
 	return nil
+}
+
+// dropLocked drops the deadline of key, and its record as a permit's;
+// b.mu must be held.
+func (b *Backend) dropLocked(key string) {
+	if d := b.deadlines[key]; d != nil && d.permit != "" && b.permits[d.permit] == key {
+		delete(b.permits, d.permit)
+	}
+	delete(b.deadlines, key)
+}
+
+// revision returns the create revision of key as the backend knows it
+// (0: unknown).
+func (b *Backend) revision(key string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil {
+		return d.rev
+	}
+	return 0
 }
 
 // settledDeadline locks b.mu and returns key's deadline (nil if it has
@@ -103,10 +137,13 @@ func (b *Backend) setDeadline(key string, rev int64, at time.Time, l *lease) <-c
 		d.rev, d.at = rev, at
 		d.timer.Reset(time.Until(at))
 	default:
+		permit := ""
 		if d != nil {
 			d.timer.Stop()
+			permit = d.permit
 		}
 		d = b.newDeadline(key, rev, at)
+		d.permit = permit
 	}
 	if l == nil {
 		return nil
@@ -215,6 +252,19 @@ func (b *Backend) extendDeadline(key string, at time.Time) bool {
 	return true
 }
 
+// setAt moves the deadline of a holding's key to at, earlier or later,
+// after a renewal for at succeeded. Until then the deadline stays the
+// later of the two (extendDeadline): a renewal of unknown outcome must not
+// end the key before the holder's earlier grant does.
+func (b *Backend) setAt(key string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.lapsing == nil && len(d.on) > 0 {
+		d.at = at
+		d.timer.Reset(time.Until(at))
+	}
+}
+
 // forget drops the deadline of key: it was released, or is known not to
 // exist. A deletion under way finishes.
 func (b *Backend) forget(key string) {
@@ -222,7 +272,7 @@ func (b *Backend) forget(key string) {
 	defer b.mu.Unlock()
 	if d := b.deadlines[key]; d != nil && d.lapsing == nil {
 		d.timer.Stop()
-		delete(b.deadlines, key)
+		b.dropLocked(key)
 	}
 }
 
@@ -267,7 +317,7 @@ func (b *Backend) lapse(key string, d *deadline) {
 	done := func() {
 		b.mu.Lock()
 		if b.deadlines[key] == d {
-			delete(b.deadlines, key)
+			b.dropLocked(key)
 		}
 		close(d.lapsing)
 		b.mu.Unlock()
@@ -294,7 +344,7 @@ func (b *Backend) lapse(key string, d *deadline) {
 		}
 	})
 	if !started { // closed: the lease, no longer kept alive, ends the key
-		delete(b.deadlines, key)
+		b.dropLocked(key)
 		close(d.lapsing)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // order, passing over the keys this package does not write, even those
 // too short to name a kind (whose bytes end where the key does).
 func TestHolders(t *testing.T) {
-	k := (&Backend{prefix: DefaultPrefix}).keys("k", "", driver.Exclusive)
+	k := (&Backend{prefix: DefaultPrefix}).keys("k", "", driver.Exclusive, 0)
 	kv := func(name string) *mvccpb.KeyValue {
 		key := []byte(k.lock + name)
 		return &mvccpb.KeyValue{Key: key[:len(key):len(key)]}
@@ -22,9 +22,10 @@ func TestHolders(t *testing.T) {
 		name       string
 		keys, want []string
 	}{
+		{"mutex", []string{"m/a", "m/b"}, []string{"m/a"}},
 		{"writer", []string{"w/a", "w/b"}, []string{"w/a"}},
 		{"readers", []string{"r/a", "r/b", "w/c", "r/d"}, []string{"r/a", "r/b"}},
-		{"permits", []string{"p/a", "p/b"}, []string{"p/a", "p/b"}},
+		{"permits", []string{"p/3/a", "p/3/b"}, []string{"p/3/a", "p/3/b"}},
 		{"foreign first", []string{"", "x", "zz/x", "w/", "w/a", "w/b"}, []string{"w/a"}},
 		{"foreign among readers", []string{"r/a", "x", "", "r/b", "w/c"}, []string{"r/a", "r/b"}},
 		{"foreign alone", []string{"", "x", "p/"}, nil},

@@ -190,13 +190,21 @@ func (l *lease) kill() {
 	l.b.leaseEnded(l)
 }
 
-// renew keeps l alive once. It kills l if etcd no longer has it, or if
-// its deadline passed before etcd answered.
+// renew keeps l alive once, its request hedged (see hedge). It kills l if etcd
+// no longer has it, or if its deadline passed before etcd answered.
 func (l *lease) renew(ctx context.Context) error {
 	ctx, cancel := context.WithDeadline(ctx, l.deadline())
 	defer cancel()
-	sent := time.Now()
-	resp, err := l.b.cli.KeepAliveOnce(ctx, l.id)
+	type renewal struct {
+		sent time.Time
+		resp *clientv3.LeaseKeepAliveResponse
+	}
+	r, err := hedge(ctx, func(ctx context.Context) (renewal, error) {
+		sent := time.Now()
+		resp, err := l.b.cli.KeepAliveOnce(ctx, l.id)
+		return renewal{sent, resp}, err
+	})
+	sent, resp := r.sent, r.resp
 	switch {
 	case err == nil && resp.TTL > 0:
 		l.mu.Lock()

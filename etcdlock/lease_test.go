@@ -80,3 +80,57 @@ func TestRefreshOtherTTL(t *testing.T) {
 		}
 	})
 }
+
+// TestRefreshShorter: a Refresh with a shorter TTL than the lock's
+// shortens the holding: its Done closes by the new TTL, and a holder that
+// then stops renewing loses its key at that TTL too (not the longer one
+// asked for before), no earlier than its Done closes.
+func TestRefreshShorter(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	admin := c.Client(t)
+	cl := distlock.New(newBackend(t, c))
+	ctx := timeout(t, time.Minute)
+	key := uniqueKey("refresh-shorter")
+	const long, short = 30 * time.Second, 2 * time.Second
+	l, err := cl.Mutex(key, distlock.WithTTL(long), distlock.WithoutAutoRefresh()).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	start := time.Now()
+	if err := l.Refresh(ctx, short); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if left := time.Until(l.ValidUntil()); left > short {
+		t.Errorf("after Refresh(%v), the handle is valid for %v more", short, left)
+	}
+	var done, gone time.Duration
+	for done == 0 || gone == 0 {
+		if time.Since(start) > long/2 {
+			t.Fatalf("%v after Refresh(%v): Done closed after %v, key gone after %v (0: not yet); want both by the short TTL", time.Since(start), short, done, gone)
+		}
+		select {
+		case <-l.Done():
+			if done == 0 {
+				done = time.Since(start)
+			}
+		default:
+		}
+		resp, err := admin.Get(ctx, lockPrefix(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if resp.Count == 0 && gone == 0 {
+			gone = time.Since(start)
+			if done == 0 {
+				select {
+				case <-l.Done():
+					done = gone // closed meanwhile: not later than the key went
+				default:
+					t.Fatalf("the key ended %v after Refresh(%v), and the handle's Done is still open", gone, short)
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

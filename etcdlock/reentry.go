@@ -67,25 +67,25 @@ func reentryDigest(reentry string) string {
 }
 
 // anchor is the key of the re-entrant lease of the identity of digest rd.
-func (k keys) anchor(rd string) string { return k.lock + "w/" + anchorMark + rd }
+func (k keys) anchor(rd string) string { return k.lock + "m/" + anchorMark + rd }
 
 // isAnchor reports whether kv, a key of k's line, is a re-entrant lease's.
 func (k keys) isAnchor(kv *mvccpb.KeyValue) bool {
-	return strings.HasPrefix(string(kv.Key), k.lock+"w/"+anchorMark)
+	return strings.HasPrefix(string(kv.Key), k.lock+"m/"+anchorMark)
 }
 
 // acquireReentrant is Acquire for a request with a re-entrant identity.
 // The hold is armed first: if the reply is lost and the owner never asks
 // again, the identity's deadline deletes it.
 func (b *Backend) acquireReentrant(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
-	k := b.keys(req.Key, req.Owner, req.Kind)
+	k := b.keys(req.Key, req.Owner, req.Kind, 0)
 	rd := reentryDigest(req.Reentry)
 	anchor := k.anchor(rd)
 	val, err := json.Marshal(holdValue{Reentry: rd})
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if err := b.armHold(ctx, anchor, k.hold, start.Add(req.TTL)); err != nil {
+	if err := b.armHold(ctx, anchor, k.hold, start.Add(max(req.TTL, req.Queue))); err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
 	for range reentryRounds {
@@ -97,11 +97,15 @@ func (b *Backend) acquireReentrant(ctx context.Context, req driver.Request, star
 		} else {
 			g, done, err = b.attemptHold(ctx, req, k, anchor, string(val), start)
 		}
+		var kindErr *driver.KindError
+		if errors.As(err, &kindErr) {
+			b.dropHold(k.hold) // refused: the transaction put nothing
+		}
 		if err != nil {
 			return driver.Grant{}, err // unknown outcome: the hold stays armed
 		}
 		if done {
-			if !g.Acquired {
+			if !g.Acquired && !queues(req) {
 				b.dropHold(k.hold) // refused: the transaction put nothing
 			}
 			return g, nil
@@ -124,18 +128,23 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return driver.Grant{}, false, fmt.Errorf("etcdlock: metadata: %w", err)
 	}
 	free := clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix()
+	reads := append([]clientv3.Op{clientv3.OpGet(anchor)}, k.familyReads()...)
+	if queues(req) {
+		// Not free: the anchor, put alone, is the identity's place in
+		// line, unless it has one (see queues).
+		reads = append(reads, clientv3.OpTxn(
+			append(k.compatible(driver.Exclusive, 0), clientv3.Compare(clientv3.CreateRevision(anchor), "=", 0)),
+			[]clientv3.Op{clientv3.OpPut(anchor, string(desc), clientv3.WithLease(spare.id))}, nil))
+	}
 	first := clientv3.OpTxn([]clientv3.Cmp{free}, []clientv3.Op{
 		clientv3.OpPut(anchor, string(desc), clientv3.WithLease(spare.id)),
 		clientv3.OpPut(k.hold, val, clientv3.WithLease(spare.id)),
-		clientv3.OpPut(k.last, ""),
 		// Hold keys of a lease that ended some other way than its
 		// lease's end (a deletion behind the backends' backs) are no
 		// holds: a new lease starts without them.
 		clientv3.OpDelete(k.holds, clientv3.WithRange(k.hold)),
 		clientv3.OpDelete(k.hold+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(k.holds))),
-	}, []clientv3.Op{
-		clientv3.OpGet(k.lock, firstOpts(k, driver.Exclusive, 1)...),
-	})
+	}, reads)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 	).Then(
@@ -159,19 +168,56 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		}
 		return b.grantedHold(req, k, anchor, resp.Header.Revision, spare, start)
 	}
+	rs := inner.Responses
+	if queues(req) && rs[len(rs)-1].GetResponseTxn().Succeeded {
+		// In line: the spare is the identity's lease, kept alive while
+		// the identity waits.
+		if err := b.keep(anchor, spare); err != nil {
+			return driver.Grant{}, false, err
+		}
+		b.waitHold(anchor, resp.Header.Revision)
+		return driver.Grant{}, true, nil
+	}
 	b.putSpare(spare)
-	line := inner.Responses[0].GetResponseRange().Kvs
-	if len(line) == 0 || string(line[0].Key) != anchor {
+	if err := k.mismatch(req.Key, req.Kind, 0, rs[1:1+len(families)]); err != nil {
+		return driver.Grant{}, false, err
+	}
+	anc := rs[0].GetResponseRange().Kvs
+	if len(anc) == 0 {
 		return driver.Grant{}, true, nil // held by another
 	}
-	l, err := b.identityLease(ctx, anchor, line[0])
+	l, err := b.identityLease(ctx, anchor, anc[0])
 	if errors.Is(err, errLeaseGone) {
 		return driver.Grant{}, false, nil // the anchor ended with its lease
 	}
 	if err != nil {
 		return driver.Grant{}, false, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
-	return b.join(ctx, req, k, anchor, val, line[0].CreateRevision, l, start)
+	return b.join(ctx, req, k, anchor, val, anc[0].CreateRevision, l, start)
+}
+
+// queues reports whether a re-entrant request waits in line for its first
+// hold: a fair one that waits (Queue). The identity's place in line is
+// its anchor, put alone: while the identity waits it has no hold keys,
+// so the hold keys of the lock are all the holding identity's. Its
+// owners that wait share the place; one that gives up deletes it (see
+// dropPlace), and the others put it again at their next attempt.
+func queues(req driver.Request) bool { return req.Fair && req.Queue > 0 }
+
+// anchorFirst compares true if no key of k's line was created before
+// rev, the anchor's create revision: the anchor holds the lock.
+func anchorFirst(k keys, rev int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(k.lock), ">", rev-1).WithPrefix()
+}
+
+// dropPlace deletes the anchor, created at rev, if it holds nothing: it
+// is a place in line (not first), or first with no hold put yet.
+func dropPlace(k keys, anchor string, rev int64) clientv3.Op {
+	same := clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev)
+	del := []clientv3.Op{clientv3.OpDelete(anchor)}
+	return clientv3.OpTxn([]clientv3.Cmp{same, anchorFirst(k, rev)},
+		[]clientv3.Op{clientv3.OpTxn(othersAbsent(k.holds, nil), del, nil)},
+		[]clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{same}, del, nil)})
 }
 
 // repeatHold finishes an attempt that found the owner's hold key, hold,
@@ -203,11 +249,17 @@ func (b *Backend) repeatHold(ctx context.Context, req driver.Request, k keys, an
 // join puts the owner's hold on the identity's lease l, if its anchor
 // still has create revision rev. done is false if it has not: the caller
 // looks again.
+//
+// The hold is put only while the anchor is first in line: an identity
+// waiting in line (see queues) holds nothing, and its request is refused,
+// or, if it queues, keeps waiting.
 func (b *Backend) join(ctx context.Context, req driver.Request, k keys, anchor, val string, rev int64, l *lease, start time.Time) (driver.Grant, bool, error) {
 	resp, err := b.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev),
+		clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev), anchorFirst(k, rev),
 	).Then(
 		clientv3.OpPut(k.hold, val, clientv3.WithLease(l.id)),
+	).Else(
+		clientv3.OpGet(anchor, clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		if err = b.leaseErr(err, l, "acquire", req.Key); errors.Is(err, errLeaseGone) {
@@ -216,6 +268,12 @@ func (b *Backend) join(ctx context.Context, req driver.Request, k keys, anchor, 
 		return driver.Grant{}, false, err
 	}
 	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == rev {
+			if queues(req) {
+				b.waitHold(anchor, rev)
+			}
+			return driver.Grant{}, true, nil // in line, not first
+		}
 		b.staleIdentity(anchor, rev)
 		return driver.Grant{}, false, nil
 	}
@@ -237,17 +295,20 @@ func (b *Backend) grantedHold(req driver.Request, k keys, anchor string, rev int
 // of anchor: same tells that the anchor is the lease the hold is of. The
 // last hold deletes the anchor too, and revokes the identity's lease,
 // which carries nothing any more.
-func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, anchor string, same clientv3.Cmp, rl *lease) error {
+//
+// The receipt notes rev, the token, if it is known (not 0).
+func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, anchor string, same clientv3.Cmp, rev int64, rl *lease) error {
 	last := append(othersAbsent(k.holds, []string{k.hold}), same)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 	).Then(
 		clientv3.OpGet(k.hold, clientv3.WithKeysOnly()),
 		clientv3.OpDelete(k.hold),
-		clientv3.OpPut(k.receipt, "", clientv3.WithLease(rl.id)),
+		receiptOp(k, anchor, rev, rl),
 		clientv3.OpTxn(last, []clientv3.Op{clientv3.OpDelete(anchor)}, nil),
 	).Else(
 		clientv3.OpGet(k.receipt, clientv3.WithCountOnly()),
+		placeOp(k, anchor, rev),
 	).Commit()
 	if err != nil {
 		return b.leaseErr(err, rl, "release", l.Key)
@@ -271,6 +332,15 @@ func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, ancho
 	return nil
 }
 
+// placeOp is dropPlace for an owner without a hold that may wait in line
+// with the identity: with rev (0: unknown), it drops the identity's place.
+func placeOp(k keys, anchor string, rev int64) clientv3.Op {
+	if rev == 0 {
+		return clientv3.OpGet(anchor, clientv3.WithCountOnly())
+	}
+	return dropPlace(k, anchor, rev)
+}
+
 // releaseUnknown releases a hold this backend has no record of, found
 // by Release: hold is its key as read.
 func (b *Backend) releaseUnknown(ctx context.Context, l driver.Lease, k keys, hold *mvccpb.KeyValue, rl *lease) error {
@@ -282,7 +352,7 @@ func (b *Backend) releaseUnknown(ctx context.Context, l driver.Lease, k keys, ho
 	// The anchor of the hold's lease was created with the first hold,
 	// at the latest.
 	same := clientv3.Compare(clientv3.CreateRevision(anchor), "<", hold.CreateRevision+1)
-	return b.releaseHold(ctx, l, k, anchor, same, rl)
+	return b.releaseHold(ctx, l, k, anchor, same, 0, rl)
 }
 
 // refreshHold is Refresh for a hold of the re-entrant lease of anchor: it
@@ -307,10 +377,12 @@ func (b *Backend) refreshHold(ctx context.Context, l driver.Lease, k keys, ancho
 	// transaction with no operation as a serializable read, from whichever
 	// member the client reached, which may not have applied a Break or a
 	// release that has already returned.
-	resp, err := b.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
-		clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev),
-	).Then(clientv3.OpGet(anchor, clientv3.WithCountOnly())).Commit()
+	resp, err := hedge(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
+			clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev),
+		).Then(clientv3.OpGet(anchor, clientv3.WithCountOnly())).Commit()
+	})
 	if err != nil {
 		return 0, fmt.Errorf("etcdlock: refresh %q: %w", l.Key, err)
 	}
@@ -472,6 +544,16 @@ func (b *Backend) knownIdentity(anchor string) (int64, *lease) {
 	return d.rev, d.on[0]
 }
 
+// waitHold notes that the identity's anchor, created at rev, is its
+// place in line.
+func (b *Backend) waitHold(anchor string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[anchor]; d != nil && d.holds != nil && d.lapsing == nil {
+		d.rev = rev
+	}
+}
+
 // staleIdentity notes that the anchor created at rev is gone.
 func (b *Backend) staleIdentity(anchor string, rev int64) {
 	b.mu.Lock()
@@ -582,6 +664,8 @@ func (b *Backend) lapseIdentity(key string, d *deadline) {
 	for _, h := range holds {
 		dels = append(dels, clientv3.OpDelete(h))
 	}
+	// key is the anchor: k.lock + "m/" + anchorMark + digest.
+	place := placeOp(keys{lock: key[:strings.LastIndex(key, "m/"+anchorMark)], holds: prefix}, key, d.rev)
 	started := b.goLocked(func() {
 		defer func() {
 			b.mu.Lock()
@@ -591,7 +675,7 @@ func (b *Backend) lapseIdentity(key string, d *deadline) {
 		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 		defer cancel()
 		for ctx.Err() == nil {
-			_, err := b.cli.Txn(ctx).If(last...).Then(append(dels, clientv3.OpDelete(key))...).Else(dels...).Commit()
+			_, err := b.cli.Txn(ctx).If(last...).Then(append(dels, clientv3.OpDelete(key))...).Else(append(dels, place)...).Commit()
 			if err == nil {
 				return
 			}

@@ -311,15 +311,13 @@ func TestReentrantHoldsLapse(t *testing.T) {
 	}
 }
 
-// TestReentrantUnsupported: a re-entrant request that is fair, or not
-// for a mutex, is refused with errors.ErrUnsupported, before anything is
-// sent.
+// TestReentrantUnsupported: a re-entrant request that is not for a
+// mutex is refused with errors.ErrUnsupported, before anything is sent.
 func TestReentrantUnsupported(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, etcdtest.Start(t))
 	ctx := timeout(t, 10*time.Second)
 	for _, req := range []driver.Request{
-		{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second, Reentry: "id", Fair: true},
 		{Lease: driver.Lease{Key: "k", Owner: "o", Kind: driver.Read}, TTL: time.Second, Reentry: "id"},
 	} {
 		if _, err := b.Acquire(ctx, req); !errors.Is(err, errors.ErrUnsupported) {

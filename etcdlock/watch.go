@@ -12,8 +12,10 @@ import (
 )
 
 // Watch implements driver.Backend. With an owner that waits in line (a
-// fair waiter), it watches only the key just before the owner's, and fires
-// when that key is deleted: released, given up or expired. Otherwise it
+// fair waiter), it watches only the key just before the owner's place
+// (its key, or the anchor of its re-entrant identity, as this backend's
+// attempt recorded), and fires when that key is deleted: released, given
+// up or expired. Otherwise it
 // fires on every deletion of a holding or waiter of key.
 //
 // Only a waiter with a place in line can watch a single key, as
@@ -35,7 +37,7 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 		return nil, fmt.Errorf("etcdlock: watch: empty key: %w", driver.ErrInvalidKey)
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
-	w := &watch{b: b, k: b.keys(key, owner, driver.Exclusive), owner: owner, c: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	w := &watch{b: b, k: b.keys(key, owner, driver.Exclusive, 0), owner: owner, c: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	first, err := w.target(ctx)
 	if err != nil {
 		cancel()
@@ -95,7 +97,13 @@ func (w *watch) target(ctx context.Context) (target, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.b.callTimeout)
 	defer cancel()
 	if w.owner != "" {
-		resp, err := w.b.cli.Get(ctx, w.k.own)
+		// The owner's place: its key, or, for an owner of a re-entrant
+		// identity waiting in line, the identity's anchor.
+		place := w.k.own
+		if anchor, _ := w.b.holdAnchor(w.k.hold); anchor != "" {
+			place = anchor
+		}
+		resp, err := w.b.cli.Get(ctx, place)
 		if err != nil {
 			return target{}, err
 		}

@@ -190,7 +190,10 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	default:
 		return driver.Grant{}, fmt.Errorf("redislock: unknown lock kind %d", req.Kind)
 	}
+	var guarded *redisnode.GuardError
 	switch {
+	case errors.As(err, &guarded):
+		return driver.Grant{RetryAfter: guarded.Wait, Guarded: true}, nil
 	case err != nil:
 		return driver.Grant{}, misconfigured(err)
 	case token == 0:

@@ -385,8 +385,35 @@ func grantOf(cmd *redis.Cmd, k Keys, asked driver.Kind, limit int) (uint64, time
 		if e := kindError(k.Name, v, asked, limit); e != nil {
 			return 0, 0, e
 		}
+		if e := guardError(v); e != nil {
+			return 0, 0, e
+		}
 	}
 	return 0, 0, fmt.Errorf("redisnode: unexpected reply %v from an acquire script", v)
+}
+
+// GuardError is the error of an acquire script that the restart guard
+// refused: nothing was taken, and no holder was in the way.
+type GuardError struct {
+	Wait time.Duration // until the guard lets grants through
+}
+
+func (e *GuardError) Error() string {
+	return fmt.Sprintf("redisnode: the restart guard holds new grants back for %v", e.Wait)
+}
+
+// guardError decodes the refusal "guard MS" (see token.lua), or returns
+// nil for another reply.
+func guardError(reply string) *GuardError {
+	ms, ok := strings.CutPrefix(reply, "guard ")
+	if !ok {
+		return nil
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return nil
+	}
+	return &GuardError{Wait: time.Duration(max(n, 1)) * time.Millisecond}
 }
 
 // kindError decodes the refusal "kind FAMILY [N]" of a request of kind

@@ -2,6 +2,7 @@ package redisnode_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -21,9 +22,10 @@ func TestReentrantGuardAndTokens(t *testing.T) {
 
 	// The guard: this prefix has no marker and the server is young.
 	guarded := redisnode.NewKeyCache("guarded:", redisnode.Guard{MaxTTL: time.Hour}).Get("k")
-	tok, wait, err := redisnode.AcquireReentrant(ctx, rdb, guarded, "o1", time.Minute, "", "id")
-	if err != nil || tok != 0 || wait < 30*time.Minute {
-		t.Fatalf("re-entrant acquire on a young server without a marker: token %d, wait %v, %v; want refused for most of an hour", tok, wait, err)
+	tok, _, err := redisnode.AcquireReentrant(ctx, rdb, guarded, "o1", time.Minute, "", "id")
+	var ge *redisnode.GuardError
+	if !errors.As(err, &ge) || tok != 0 || ge.Wait < 30*time.Minute {
+		t.Fatalf("re-entrant acquire on a young server without a marker: token %d, %v; want the guard's refusal for most of an hour", tok, err)
 	}
 	if err := redisnode.DeclareFresh(ctx, rdb, "guarded:", false); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,9 @@
 -- remaining TTL in ms when not: at least 1 (a lease in its last
 -- millisecond is a retry soon, not an unknown wait), or 0 for a key
 -- without a TTL (no hint). While the restart guard holds grants back, the
--- hint is the time until it lets them through. A key held as another
--- family of lock gets mismatch's reply (see kind.lua).
+-- reply is "guard MS", MS the time until it lets them through (see
+-- guard_refusal in token.lua). A key held as another family of lock gets
+-- mismatch's reply (see kind.lua).
 local v = redis.call('GET', KEYS[1])
 if not v then
   local other = beside_lock(KEYS[2])

@@ -15,7 +15,7 @@
 -- Returns as acquire.lua: the token (> 0), or minus the holder's remaining
 -- TTL in ms (at least 1), or 0 when the lock is free but others queued
 -- first (their turn ends with a notification, not at a known time), or
--- minus the time until the restart guard lets grants through, or
+-- the restart guard's refusal "guard MS" (see token.lua), or
 -- mismatch's reply (see kind.lua), which keeps no place. An owner held
 -- back by the guard keeps its place in the queue.
 local owner, reentry = ARGV[1], ARGV[6]
@@ -82,7 +82,7 @@ if place > 0 then
   redis.call('PEXPIRE', KEYS[4], place)
 end
 if guarded > 0 then
-  return -math.max(1, guarded)
+  return guard_refusal(guarded)
 end
 if not v then
   return 0

@@ -5,8 +5,8 @@
 -- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] n, then the token grain and
 -- the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus the time until the first permit
--- expires, or until the restart guard lets grants through, in ms (at
--- least 1); or mismatch's reply (see kind.lua) for a semaphore of another
+-- expires, in ms (at least 1), or the restart guard's refusal "guard MS"
+-- (see token.lua); or mismatch's reply (see kind.lua) for a semaphore of another
 -- n or a key held as another family.
 local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local us, now = clock()
@@ -38,7 +38,7 @@ if held >= tonumber(n) then
   return -math.max(1, tonumber(first[2]) - now)
 end
 local fence = grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], owner, ttl, us, now)
-if fence > 0 and not limit then
+if type(fence) == 'number' and not limit then
   redis.call('HSET', KEYS[2], LIMIT, n)
 end
 return fence

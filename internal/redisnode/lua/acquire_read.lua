@@ -2,7 +2,8 @@
 -- KEYS as acquire_write.lua; ARGV[1] owner, ARGV[2] TTL in ms, then the
 -- token grain and the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while a
--- writer's lease or claim lasts, or the restart guard holds grants back; 0
+-- writer's lease or claim lasts; the restart guard's refusal "guard MS"
+-- (see token.lua); 0
 -- (no hint) for a writer key without a TTL; or mismatch's reply (see
 -- kind.lua).
 local owner, ttl = ARGV[1], tonumber(ARGV[2])

@@ -17,7 +17,7 @@ if not v then
     return other
   end
   local fence = take(KEYS[1], KEYS[2], KEYS[3], '*' .. ARGV[4], ARGV[3], ARGV[2])
-  if fence > 0 then
+  if type(fence) == 'number' then
     first_hold(KEYS[4], ARGV[1], ARGV[2])
   end
   return fence

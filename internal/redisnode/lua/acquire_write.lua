@@ -7,8 +7,8 @@
 -- long to hold new readers off while waiting, in ms (0: do not), then the
 -- token grain and the guard's maximum lease as one (see token.lua)
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while
--- the holder's lease or a reader's lasts, or the restart guard holds grants
--- back; 0 (no hint) for a writer key without a TTL; or mismatch's reply
+-- the holder's lease or a reader's lasts; the restart guard's refusal
+-- "guard MS" (see token.lua); 0 (no hint) for a writer key without a TTL; or mismatch's reply
 -- (see kind.lua), which leaves no claim.
 local owner = ARGV[1]
 local prefix = owner .. '\n'
@@ -42,7 +42,7 @@ if other then
 end
 local fence, text = issue(KEYS[2], KEYS[6], us)
 if not fence then
-  return -math.max(1, text)
+  return guard_refusal(text)
 end
 if redis.call('GET', KEYS[5]) == owner then
   redis.call('DEL', KEYS[5])

@@ -40,12 +40,11 @@ local function regrant(leases, tokens, owner, ttl, now)
 end
 
 -- grant gives owner a new lease with the next fencing token and returns
--- the token, or minus the time until the restart guard (marker) lets grants
--- through.
+-- the token, or the restart guard's refusal (see guard_refusal).
 local function grant(leases, tokens, counter, marker, owner, ttl, us, now)
   local fence, text = issue(counter, marker, us)
   if not fence then
-    return -math.max(1, text)
+    return guard_refusal(text)
   end
   redis.call('ZADD', leases, now + ttl, owner)
   redis.call('HSET', tokens, owner, text)

@@ -136,15 +136,21 @@ local function lease(holder, text, since, desc, others)
   return v
 end
 
+-- guard_refusal is the reply of an attempt that the restart guard held
+-- back for ms more: "guard MS", told apart from a holder's refusal.
+local function guard_refusal(ms)
+  return 'guard ' .. string.format('%.0f', math.max(1, ms))
+end
+
 -- take writes a new lease on lock, free, for head (an owner, or a
 -- re-entrant lease's mark) with the description desc and a TTL of ttl ms,
 -- and returns its token from counter; or, while the restart guard (marker)
--- holds grants back, minus the ms until it lets them through.
+-- holds grants back, its refusal (see guard_refusal).
 local function take(lock, counter, marker, head, desc, ttl)
   local us, since = clock()
   local fence, text = issue(counter, marker, us)
   if not fence then
-    return -math.max(1, text)
+    return guard_refusal(text)
   end
   redis.call('SET', lock, lease(head, text, since, desc), 'PX', ttl)
   return fence
