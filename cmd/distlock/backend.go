@@ -188,6 +188,7 @@ func (b *backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		// the backend.
 		return g, err
 	}
+	err = b.asConfigError(err)
 	b.mu.Lock()
 	first := err != nil && b.lastErr == nil
 	b.lastErr = err
@@ -202,6 +203,36 @@ func (b *backend) Release(ctx context.Context, l driver.Lease) error {
 	_, err := bounded(ctx, b.deadline(ctx), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.Backend.Release(ctx, l)
 	}, nil)
+	return b.asConfigError(err)
+}
+
+// configError is an error of the backend that shows it can never work as
+// configured (see configProblem). It also wraps distlock.ErrInvalidBackend,
+// so that the library does not repeat the call: it would only meet the
+// same refusal until its time ran out.
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{e.err, distlock.ErrInvalidBackend} }
+
+// asConfigError returns err, the error of a call, as a configError if it
+// is one, or the cause that ended the current phase (see limitTo) if that
+// is one; else err.
+func (b *backend) asConfigError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if configProblem(err) != "" {
+		return configError{err}
+	}
+	b.mu.Lock()
+	limit := b.limit
+	b.mu.Unlock()
+	if limit != nil {
+		if cause := context.Cause(limit); configProblem(cause) != "" {
+			return configError{cause}
+		}
+	}
 	return err
 }
 

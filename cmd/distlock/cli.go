@@ -17,16 +17,17 @@ import (
 
 // Exit statuses. See the package documentation for what each one means.
 const (
-	exitOK          = 0
-	exitFree        = 1  // status: a KEY is free
-	exitUsage       = 64 // EX_USAGE
-	exitUnavailable = 69 // EX_UNAVAILABLE
-	exitSoftware    = 70 // EX_SOFTWARE
-	exitNotObtained = 75 // EX_TEMPFAIL
-	exitLeaseLost   = 79
-	exitCannotExec  = 126
-	exitNotFound    = 127
-	exitSignalBase  = 128
+	exitOK           = 0
+	exitFree         = 1  // status: a KEY is free
+	exitUsage        = 64 // EX_USAGE
+	exitKindMismatch = 65 // EX_DATAERR: KEY is held as another kind of lock
+	exitUnavailable  = 69 // EX_UNAVAILABLE
+	exitSoftware     = 70 // EX_SOFTWARE
+	exitNotObtained  = 75 // EX_TEMPFAIL
+	exitLeaseLost    = 79
+	exitCannotExec   = 126
+	exitNotFound     = 127
+	exitSignalBase   = 128
 )
 
 // urlEnv names the environment variable that supplies the backend URL when
@@ -48,12 +49,16 @@ type cli struct {
 	// test that runs commands in-process it would reap the test's own
 	// children.
 	reap bool
+	// standalone says the command is its process's own, as under main: a
+	// mem:// store then serves this command alone, and run refuses it. A
+	// test that runs commands in-process beside a store leaves it unset.
+	standalone bool
 }
 
 // run executes the command line args (without the program name) and
 // returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, reap: true}
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: os.Getenv, reap: true, standalone: true}
 	return c.main(ctx, args)
 }
 
@@ -142,7 +147,7 @@ func backendHelp() string {
   zk://h1:2181,h2:2181,h3:2181[/root]       ZooKeeper ensemble
   etcd://h1:2379,h2:2379,h3:2379            etcd cluster
   postgres://user@host/db, mysql://user:pass@host:port/db, sqlite:///path/file.db
-  mem://[name]                              in-process, for tests only
+  mem://[name]                              in-process, for tests (run refuses it)
 Schemes in this build: %s
 `, urlEnv, strings.Join(schemes, ", "))
 }
@@ -153,6 +158,8 @@ const exitHelp = `Exit status:
   1      status: a KEY is free; unlock: KEY was not held; torture: a
          violation was found
   64     usage error: bad flag or argument, malformed URL, unknown scheme
+  65     run: KEY is held as another kind of lock (--limit, --shared,
+         --exclusive or none of them, another --limit) than this run asks for
   69     backend unavailable, refusing the configuration (password,
          database, TLS), or unable to do what was asked
   70     internal error (demo: the rule broke even with the lock)

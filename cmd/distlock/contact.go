@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/redlock"
 )
 
@@ -36,7 +37,7 @@ func tryUntilAnswered(ctx context.Context, m locker, b *backend, deadline time.T
 	var telling error // the latest error that says more than "time ran out"
 	for {
 		l, err := m.TryLock(ctx)
-		if err == nil || errors.Is(err, distlock.ErrNotObtained) || configProblem(err) != "" ||
+		if err == nil || errors.Is(err, distlock.ErrNotObtained) || errors.Is(err, driver.ErrKindMismatch) || configProblem(err) != "" ||
 			errors.Is(err, distlock.ErrInvalidKey) || errors.Is(err, distlock.ErrInvalidTTL) || errors.Is(err, distlock.ErrInvalidArgument) ||
 			errors.Is(err, errors.ErrUnsupported) || errors.Is(err, distlock.ErrInvalidBackend) {
 			return l, err

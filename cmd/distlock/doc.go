@@ -6,6 +6,7 @@
 //	distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D]
 //	             [--conflict-exit 75] [--grace 10s]
 //	             [--log-level L] [--log-format text|json] -- CMD [ARG...]
+//	distlock run [flags] KEY [flags] -- CMD [ARG...]
 //	distlock status [--url URL] [--json] KEY...
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
 //	distlock torture [--url URL | --servers KIND] [--workers 8] [--duration 60s] [--ttl 500ms] [--faults pause,kill,cut,server] [--seed N] [--json FILE] [--timeline FILE]
@@ -37,14 +38,16 @@
 //	postgres://user@host/db                          a lock table in PostgreSQL
 //	mysql://user:pass@host:port/db                   a lock table in MySQL or MariaDB
 //	sqlite:///path/to/file.db                        a lock table in SQLite (one host)
-//	mem://[name]                                     in-process memory (useful in tests only)
+//	mem://[name]                                     in-process memory (for tests; run and demo refuse it)
 //
 // "distlock help" lists the schemes this binary was built with.
 //
 // # distlock run
 //
 // run takes the lock on KEY, waiting up to --wait for it (default: as long
-// as it takes; with --wait 0 it does not wait for a holder). A lock held
+// as it takes; with --wait 0 it does not wait for a holder). KEY is given
+// with --key, or as the first argument before CMD, as etcdctl lock and
+// flock take it: "distlock run nightly -- backup.sh". A lock held
 // elsewhere ends run with 75, or with --conflict-exit N: flock -n exits 1
 // there and flock -n -E 75 exits 75, so --conflict-exit 1 behaves as plain
 // flock -n, and --conflict-exit 0 skips quietly, as flock -n -E 0.
@@ -52,7 +55,9 @@
 // --limit N makes KEY a semaphore, as consul lock -n: up to N runs hold it
 // at once. --shared and --exclusive make KEY a read-write lock, as flock -s
 // and -x: --shared runs hold it together, an --exclusive run alone. All
-// runs on one KEY must use it the same way.
+// runs on one KEY must use it the same way. A run that finds KEY held
+// another way (a mutex, a read-write lock, a semaphore of another --limit)
+// does not wait: it exits 65 at once, naming both ways.
 // If the backend does not answer at all, run tries for 5 seconds (or
 // --wait, if shorter) and exits 69; once it has answered, failures are
 // retried for as long as the wait lasts, with a warning on standard error.
@@ -146,14 +151,19 @@
 // fenced register that torture keeps; meanwhile it pauses (SIGSTOP) and
 // kills workers, cuts or blackholes their connections through proxies of
 // their own, and, with --servers (redis, redis-nopersist, redlock,
-// sentinel, sentinel-one, sentinel-nowait, zk, etcd, postgres, mariadb: servers it starts itself), pauses, kills and
-// restarts the servers and, with Sentinel, makes it fail over, on a
-// schedule drawn from --seed. It then checks the history — tokens only increase and
-// are never granted twice, no lock is granted while another lease is valid,
+// sentinel, sentinel-one, sentinel-nowait, zk, etcd, postgres, mariadb,
+// postgres-connection, mariadb-connection, sqlite: servers it starts
+// itself), pauses, kills and restarts the servers and, with Sentinel,
+// makes it fail over, on a schedule drawn from --seed. It then checks the
+// history — tokens only increase and are never granted twice, no lock is
+// granted while another lease is valid (nor, for a lock that ends with its
+// holder's connection, lock=connection, while that connection lived),
 // Done closes by ValidUntil plus --slack, the lock is never left free while
 // a healthy worker waits, the register's history is linearizable — prints a
 // table (or JSON with --json, and a timeline with --timeline), and exits 1
-// if any check failed. See internal/torture for the checks' definitions.
+// if any check failed, or if the run proved less than asked: no lock was
+// granted, or a fault class in --faults was never injected. See
+// internal/torture for the checks' definitions.
 //
 // # Exit status
 //
@@ -161,6 +171,8 @@
 //	1      for status, a KEY is free; for torture, a check found a violation
 //	1..    for run, CMD's own exit status is passed on
 //	64     usage error: bad flag or argument, malformed URL, unknown scheme (EX_USAGE)
+//	65     for run, KEY is held as another kind of lock than this run asks for: a mutex,
+//	       a read-write lock, or a semaphore of another --limit (EX_DATAERR)
 //	69     the backend is unavailable, refuses the configuration (password, database,
 //	       TLS), or cannot do what was asked (EX_UNAVAILABLE)
 //	70     internal error; for demo, the rule broke even with the lock (EX_SOFTWARE)
@@ -171,8 +183,14 @@
 //	127    CMD was not found
 //	128+n  CMD was killed by signal n, or run was interrupted by signal n while waiting
 //
-// 64, 69, 70 and 75 are the codes of sysexits.h, so scripts can tell "try
-// again later" (75) from "fix the command line" (64). The lease-lost code
+// 64, 65, 69, 70 and 75 are the codes of sysexits.h, so scripts can tell
+// "try again later" (75) from "fix the command line" (64). 65 is neither:
+// each command line is fine alone, but the runs sharing KEY disagree on
+// its kind, so one of them must change. Waiting would not help while runs
+// of the other kind keep coming, and a quiet skip (--conflict-exit 0)
+// would skip every turn for good, so run does neither. It is EX_DATAERR,
+// "the input data was incorrect", here the key as other runs use it;
+// EX_USAGE would hide it among typing errors. The lease-lost code
 // lies outside both the sysexits range (64–78), which programs using
 // sysexits.h may return as CMD, and the shells' range (126 and up), so it
 // does not collide with the codes commands commonly use; it is also not

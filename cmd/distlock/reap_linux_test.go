@@ -11,7 +11,7 @@ import (
 // orphan mode exits 7 once its orphan is reaped and 3 if it stays a zombie.
 func TestRunReapsOrphans(t *testing.T) {
 	t.Parallel()
-	runArgs := append([]string{"run", "--url", "mem://", "--key", "k", "--"}, child("orphan")...)
+	runArgs := append([]string{"run", "--url", fileURL(t), "--key", "k", "--"}, child("orphan")...)
 
 	t.Run("subreaper", func(t *testing.T) {
 		t.Parallel()

@@ -36,7 +36,7 @@ func TestRunPassesExitStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := runBin(t, append([]string{"run", "--url", "mem://", "--key", "k", "--"}, tt.cmd...)...)
+			r := runBin(t, append([]string{"run", "--url", fileURL(t), "--key", "k", "--"}, tt.cmd...)...)
 			wantCode(t, r, tt.want)
 		})
 	}
@@ -44,9 +44,9 @@ func TestRunPassesExitStatus(t *testing.T) {
 
 func TestRunEnvironment(t *testing.T) {
 	t.Parallel()
-	r := runBin(t, append([]string{"run", "--url", "mem://", "--key", "jobs/nightly", "--"}, child("env")...)...)
+	r := runBin(t, append([]string{"run", "--url", fileURL(t), "--key", "jobs/nightly", "--"}, child("env")...)...)
 	wantCode(t, r, 0)
-	// mem:// is a fresh store in each process: the first token is 1.
+	// A new lock table: the first token is 1.
 	if got, want := r.stdout, "jobs/nightly 1\n"; got != want {
 		t.Errorf("CMD saw DISTLOCK_KEY DISTLOCK_TOKEN = %q, want %q", got, want)
 	}
@@ -63,6 +63,25 @@ func TestRunURLFromEnvironment(t *testing.T) {
 	env[urlEnv] = "nope://"
 	if code := c.main(t.Context(), append([]string{"run", "--url", "mem://", "--key", "k", "--"}, child("exit", "0")...)); code != 0 {
 		t.Fatalf("--url should win over %s: status %d, stderr %s", urlEnv, code, stderr.String())
+	}
+}
+
+// fileURL returns the URL of a lock table in a new SQLite file: a backend
+// that separate distlock processes share, with no server to start.
+func fileURL(t *testing.T) string {
+	return "sqlite://" + filepath.Join(t.TempDir(), "locks.db")
+}
+
+// TestRunRefusesMem: a run, a process of its own, refuses mem://, whose
+// locks would exclude no other run.
+func TestRunRefusesMem(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := runBin(t, append([]string{"run", "--url", "mem://jobs", "--key", "k", "--"}, child("record", marker, "0s")...)...)
+	wantCode(t, r, exitUsage)
+	wantOneLine(t, r.stderr, "mem:// locks live inside one process")
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("CMD ran under a mem:// lock")
 	}
 }
 
@@ -255,9 +274,10 @@ func TestRunTerminal(t *testing.T) {
 	t.Parallel()
 	// The shell reads the terminal after run: that only works if run gave
 	// the terminal back.
-	expect, typ := inTerminal(t, binary+` run --url mem:// --key k -- sh -c 'read x; echo "got:$x"; exit 4'; echo "rc=$?"; `+
+	u := fileURL(t)
+	expect, typ := inTerminal(t, binary+` run --url `+u+` --key k -- sh -c 'read x; echo "got:$x"; exit 4'; echo "rc=$?"; `+
 		`read y; echo "shell:$y"; `+
-		binary+` run --url mem:// --key k -- sh -c 'echo second'; echo "rc=$?"`)
+		binary+` run --url `+u+` --key k -- sh -c 'echo second'; echo "rc=$?"`)
 	typ("hello\nworld\n")
 	expect("got:hello\nrc=4\nshell:world\nsecond\nrc=0\n")
 }
@@ -266,7 +286,7 @@ func TestRunTerminal(t *testing.T) {
 func TestRunTerminalSuspend(t *testing.T) {
 	t.Parallel()
 	requireTool(t, "bash", "bash")
-	expect, typ := inTerminal(t, `bash -c 'set -m; `+binary+` run --url mem:// --key k -- sh -c "echo reading; read x; echo got:\$x; exit 5"; `+
+	expect, typ := inTerminal(t, `bash -c 'set -m; `+binary+` run --url `+fileURL(t)+` --key k -- sh -c "echo reading; read x; echo got:\$x; exit 5"; `+
 		`echo "stopped=$?"; fg; echo "rc=$?"'`)
 	expect("reading\n")
 	typ("\x1a") // Ctrl-Z

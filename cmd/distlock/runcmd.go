@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 )
 
 // Environment variables run passes to CMD.
@@ -117,10 +120,14 @@ func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", f.format)
 }
 
-const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]"
+const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]\n" +
+	"  distlock run [flags] KEY [flags] -- CMD [ARG...]"
 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
-CMD exits, exiting with CMD's status.
+CMD exits, exiting with CMD's status. KEY is given with --key, or as the
+first argument, before CMD (the -- before CMD may be left out when CMD
+does not start with a dash). The backend must be one that other processes
+reach: run refuses mem://, whose locks live inside one process.
 
 It waits for the lock up to --wait (by default as long as it takes);
 with --wait 0 it does not wait for a holder and exits 75 at once if the
@@ -150,7 +157,9 @@ read-write lock, as flock -s and -x: any number of --shared runs hold it
 together, while an --exclusive run waits until they are done and holds it
 alone (and, while it waits, keeps new --shared runs out). Every run on one
 KEY must use it the same way: as a lock (neither flag), with the same
---limit, or with --shared and --exclusive.
+--limit, or with --shared and --exclusive. A run that finds KEY held
+another way exits 65 at once, naming both ways, without waiting and
+whatever --conflict-exit says: one of the command lines is wrong.
 
 Every flag but --key can also be set in the environment, as the flag's
 name in upper case with DISTLOCK_ in front (--conflict-exit is
@@ -186,9 +195,20 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	if code, done := c.parse(fs, args); done {
 		return nil, code, true
 	}
+	// KEY may come first among the arguments, as etcdctl lock and flock
+	// take it: distlock run [flags] KEY [flags] -- CMD. An argument after
+	// -- is CMD, never KEY.
+	if rest := fs.Args(); o.key == "" && len(rest) > 0 && !afterDashes(args, rest) {
+		o.key = rest[0]
+		if code, done := c.parse(fs, rest[1:]); done {
+			return nil, code, true
+		}
+	}
 	if code, done := c.applyEnv(fs, envSkip...); done {
 		return nil, code, true
 	}
+	limitSet := false
+	fs.Visit(func(f *flag.Flag) { limitSet = limitSet || f.Name == "limit" })
 	log, err := lf.logger(c.stderr)
 	if err != nil {
 		return nil, c.usageError("run", "%s", err), true
@@ -198,15 +218,15 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	o.url = c.backendURL(o.url)
 	switch {
 	case o.key == "":
-		return nil, c.usageError("run", "missing --key"), true
+		return nil, c.usageError("run", "missing KEY: give it with --key KEY or before CMD, as in distlock run KEY -- CMD"), true
 	case len(o.key) > distlock.MaxKeyLen:
 		return nil, c.usageError("run", "--key is %d bytes long, longer than %d", len(o.key), distlock.MaxKeyLen), true
 	case o.ttl < distlock.MinTTL:
 		return nil, c.usageError("run", "--ttl %v is shorter than the minimum %v", o.ttl, distlock.MinTTL), true
 	case o.grace < 0:
 		return nil, c.usageError("run", "--grace %v is negative", o.grace), true
-	case o.limit < 0:
-		return nil, c.usageError("run", "--limit %d: want at least 1", o.limit), true
+	case o.limit < 0, o.limit == 0 && limitSet:
+		return nil, c.usageError("run", "--limit %d: want at least 1 (without --limit, KEY is a plain lock)", o.limit), true
 	case o.limit > 0 && (o.shared || o.excl):
 		return nil, c.usageError("run", "--limit cannot be combined with --shared or --exclusive: a key is a semaphore or a read-write lock"), true
 	case o.shared && o.excl:
@@ -221,7 +241,18 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	if msg := checkURL(o.url); msg != "" {
 		return nil, c.usageError("run", "%s", msg), true
 	}
+	if u, err := url.Parse(o.url); err == nil && strings.EqualFold(u.Scheme, "mem") && c.standalone {
+		return nil, c.usageError("run", "mem:// locks live inside one process, so this run's lock would exclude no other run: "+
+			"use a backend other processes reach, such as redis://host:6379/0, or sqlite:///path/locks.db on one host"), true
+	}
 	return o, 0, false
+}
+
+// afterDashes reports whether rest, what fs.Parse(args) left over, began
+// after a "--" that ended the flags.
+func afterDashes(args, rest []string) bool {
+	i := len(args) - len(rest) - 1
+	return i >= 0 && args[i] == "--"
 }
 
 func (c *cli) runCmd(ctx context.Context, args []string) int {
@@ -300,6 +331,13 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	// instead of being retried for the whole wait, maybe forever; once it
 	// has answered, failures are retried as long as the wait lasts.
 	l, err := tryUntilAnswered(actx, m, b, time.Now().Add(contact))
+	if errors.Is(err, driver.ErrKindMismatch) {
+		// Held as another kind: waiting would not help while runs of
+		// that kind keep coming, and the mistake is in a command line.
+		close(stop)
+		<-stopped
+		return nil, c.kindMismatch(o, err)
+	}
 	// A free key refused by a server's restart guard is not a conflict:
 	// say why, rather than "held elsewhere", or nothing while waiting.
 	guard := ""
@@ -333,6 +371,8 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 		return nil, c.fail(exitSignalBase+signalNumber(sig.sig), "run", "%s while waiting for %q", sig, o.key)
 	}
 	switch {
+	case errors.Is(err, driver.ErrKindMismatch): // the key's holders changed kind while run waited
+		return nil, c.kindMismatch(o, err)
 	case err == nil:
 		if o.log != nil {
 			o.log.Info("distlock run: acquired", "key", o.key, "token", l.Token(), "wait", time.Since(start), "valid_until", l.ValidUntil())
@@ -360,6 +400,42 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	default:
 		return nil, c.backendFailed("run", "backend unavailable", err)
 	}
+}
+
+// kindMismatch ends run for a key held as another kind of lock than o
+// asks for (err wraps driver.ErrKindMismatch), naming both in run's terms.
+// It is not a conflict: --conflict-exit does not apply, for a cron job
+// that skips its turn quietly would skip it for good.
+func (c *cli) kindMismatch(o *runOptions, err error) int {
+	var ke *driver.KindError
+	if !errors.As(err, &ke) {
+		return c.fail(exitKindMismatch, "run", "lock %q is held as another kind of lock than this run asks for: %s", o.key, errText(err))
+	}
+	asked := runKind(ke.Asked, ke.AskedLimit)
+	if ke.Asked == driver.Write {
+		asked = "the write side of a read-write lock (run --exclusive)"
+	}
+	return c.fail(exitKindMismatch, "run", "lock %q is held as %s, and this run asks for %s: every run on one KEY must use it the same way (use another KEY for another kind of lock)",
+		o.key, runKind(ke.Held.Family(), ke.HeldLimit), asked)
+}
+
+// runKind names a kind of lock with the run flags that take it; Write
+// stands for a read-write lock as a whole, the family.
+func runKind(k driver.Kind, limit int) string {
+	switch k {
+	case driver.Exclusive:
+		return "a mutex (run without --limit, --shared or --exclusive)"
+	case driver.Write:
+		return "a read-write lock (run --shared or --exclusive)"
+	case driver.Read:
+		return "the read side of a read-write lock (run --shared)"
+	case driver.Permit:
+		if limit > 0 {
+			return fmt.Sprintf("a semaphore of %d permits (run --limit %d)", limit, limit)
+		}
+		return "a semaphore (run --limit N)"
+	}
+	return "a " + k.String()
 }
 
 // conflict ends run for a lock held elsewhere: with --conflict-exit 0 the

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,7 +56,12 @@ holder's lease is valid; every Done closes by ValidUntil plus --slack (time
 a worker spent stopped is not held against it); the lock never stays free
 for long while a healthy worker waits; and the register's history is
 linearizable (porcupine). It prints a table, and exits 1 if any check
-failed. Overlapping "believed held" windows are counted, not failed: a
+failed, and also if the run proved less than asked: no lock was granted,
+or a fault class asked for was never injected (the schedule injects one
+fault every half to two TTLs: a run of a few TTLs may miss a class).
+A fault the deployment cannot take (cut without a connection a proxy can
+carry, server without --servers) is refused when asked for, and left out
+of the default with a note. Overlapping "believed held" windows are counted, not failed: a
 paused holder believes it holds after its lease ended, and that is what the
 fence is for.
 
@@ -72,14 +78,19 @@ losses), zk (a ZooKeeper ensemble of three
 servers; workers' sessions last 2s), etcd (a cluster of three members,
 built from this source tree unless $DISTLOCK_ETCD names a server),
 postgres and mariadb (a database
-server each, its lease table), sqlite (a database file in a
+server each, its lease table), postgres-connection and mariadb-connection
+(the same servers, with the database's own locks held on a connection
+each, lock=connection: a lock ends the moment its holder's connection
+does, and the exclusion check knows it; so it does for any --url with
+lock=connection), sqlite (a database file in a
 temporary directory: no server, so no cut or server faults). Each worker
 reaches the sentinels and the servers they name through proxies of its
 own. Only with --servers is the server fault available. Exit status 1 means a violation was found.
 `
 
 // serverKinds are the deployments --servers can start.
-var serverKinds = []string{"redis", "redis-nopersist", "redlock", "sentinel", "sentinel-one", "sentinel-nowait", "zk", "etcd", "postgres", "mariadb", "sqlite"}
+var serverKinds = []string{"redis", "redis-nopersist", "redlock", "sentinel", "sentinel-one", "sentinel-nowait", "zk", "etcd",
+	"postgres", "mariadb", "postgres-connection", "mariadb-connection", "sqlite"}
 
 type tortureOptions struct {
 	url      string
@@ -102,7 +113,7 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 	fs.IntVar(&o.workers, "workers", o.workers, "number of worker processes")
 	fs.DurationVar(&o.duration, "duration", o.duration, "how long to run")
 	fs.DurationVar(&o.ttl, "ttl", o.ttl, "lease length of the workers' locks")
-	fs.StringVar(&o.faults, "faults", "", "faults to inject, comma-separated, or none (default pause,kill,cut, and server with --servers)")
+	fs.StringVar(&o.faults, "faults", "", "faults to inject, comma-separated, or none (default pause,kill,cut, and server with --servers, less those the deployment cannot take)")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the fault schedule (default random, printed)")
 	fs.DurationVar(&o.slack, "slack", o.slack, "how late after ValidUntil a Done may close")
 	fs.StringVar(&o.json, "json", "", "write the report as JSON to `FILE` (- for standard output)")
@@ -161,7 +172,7 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 		cfg.URL = "redis://127.0.0.1:1/0"
 	}
 	if err := cfg.Validate(); err != nil {
-		return c.usageError("torture", "%s", strings.TrimPrefix(err.Error(), torture.ErrBadConfig.Error()+": "))
+		return c.usageError("torture", "%s", badConfigText(err))
 	}
 
 	// Ctrl-C ends the run early; the report still covers what ran.
@@ -175,15 +186,39 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 		}
 		defer srv.close()
 		srv.configure(&cfg)
-	} else if code := c.probeBackend(ctx, cfg.URL, o.ttl); code != exitOK {
-		return code
+	}
+	// A fault asked for that cannot be injected is refused: the run would
+	// test nothing of it. One of the defaults is left out, with a note.
+	var notes []string
+	if !set["faults"] {
+		cfg.Faults = slices.DeleteFunc(cfg.Faults, func(class string) bool {
+			err := cfg.Injectable(class)
+			if err != nil {
+				notes = append(notes, fmt.Sprintf("%s faults left out: %s", class, badConfigText(err)))
+			}
+			return err != nil
+		})
+	}
+	for _, class := range cfg.Faults {
+		if err := cfg.Injectable(class); err != nil {
+			return c.usageError("torture", "%s", badConfigText(err))
+		}
+	}
+	if o.servers == "" {
+		if code := c.probeBackend(ctx, cfg.URL, o.ttl); code != exitOK {
+			return code
+		}
 	}
 	fmt.Fprintf(c.stderr, "torture: %d workers for %v against %s, seed %d\n", o.workers, o.duration, redactURL(cfg.URL), o.seed)
 	rep, err := torture.Run(ctx, cfg)
+	if errors.Is(err, torture.ErrBadConfig) {
+		return c.usageError("torture", "%s", badConfigText(err))
+	}
 	if err != nil {
 		return c.fail(exitUnavailable, "torture", "%v", err)
 	}
 	rep.Servers = o.servers
+	rep.Notes = append(notes, rep.Notes...)
 	if o.json == "-" {
 		if err := rep.WriteJSON(c.stdout); err != nil {
 			return c.fail(exitSoftware, "torture", "%v", err)
@@ -209,6 +244,12 @@ func (c *cli) tortureCmd(ctx context.Context, args []string) int {
 		return exitViolation
 	}
 	return exitOK
+}
+
+// badConfigText is the message of a torture.ErrBadConfig error without the
+// error's prefix.
+func badConfigText(err error) string {
+	return strings.TrimPrefix(err.Error(), torture.ErrBadConfig.Error()+": ")
 }
 
 // parseFaults reads --faults; explicit says the flag was given.
@@ -276,6 +317,40 @@ func writeFile(path string, write func(w io.Writer) error) error {
 	return f.Close()
 }
 
+// workerOpenTimeout bounds how long a worker tries to open its backend.
+const workerOpenTimeout = time.Minute
+
+// openWorkerBackend opens the backend at rawURL for a worker, trying again
+// for up to workerOpenTimeout: a worker that replaces a killed one may
+// start while its connections are cut or a server is down, and a backend
+// that connects when opened (SQL) fails then. A bad URL fails at once.
+func (c *cli) openWorkerBackend(ctx context.Context, rawURL string) (*backend, int) {
+	deadline := time.Now().Add(workerOpenTimeout)
+	for {
+		var msg strings.Builder
+		quiet := *c
+		quiet.stderr = &msg
+		attempt := time.Now().Add(contactTimeout)
+		if attempt.After(deadline) {
+			attempt = deadline
+		}
+		b, code := quiet.open(ctx, tortureWorkerCommand, rawURL, attempt)
+		if b != nil {
+			return b, code
+		}
+		if code == exitUsage || ctx.Err() != nil || time.Now().After(deadline) {
+			fmt.Fprint(c.stderr, msg.String())
+			return nil, code
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
 // tortureWorkerCmd runs one worker of 'distlock torture'. The backend URL
 // comes from the environment, so that a password does not show in ps.
 func (c *cli) tortureWorkerCmd(ctx context.Context, args []string) int {
@@ -310,7 +385,7 @@ func (c *cli) tortureWorkerCmd(ctx context.Context, args []string) int {
 		defer close()
 	} else {
 		var code int
-		if b, code = c.open(ctx, tortureWorkerCommand, c.getenv(torture.URLEnv), time.Now().Add(contactTimeout)); b == nil {
+		if b, code = c.openWorkerBackend(ctx, c.getenv(torture.URLEnv)); b == nil {
 			return code
 		}
 		defer b.close()

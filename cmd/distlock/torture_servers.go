@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,9 +48,13 @@ func startTortureServers(ctx context.Context, kind string) (*tortureServers, err
 	case "etcd":
 		return startTortureEtcd(ctx)
 	case "postgres":
-		return startTortureDatabase(ctx, launch.StartPostgres)
+		return startTortureDatabase(ctx, launch.StartPostgres, false)
 	case "mariadb":
-		return startTortureDatabase(ctx, launch.StartMariaDB)
+		return startTortureDatabase(ctx, launch.StartMariaDB, false)
+	case "postgres-connection":
+		return startTortureDatabase(ctx, launch.StartPostgres, true)
+	case "mariadb-connection":
+		return startTortureDatabase(ctx, launch.StartMariaDB, true)
 	case "sqlite":
 		dir, err := os.MkdirTemp("", "distlock-torture-")
 		if err != nil {
@@ -142,13 +147,24 @@ func startTortureEtcd(ctx context.Context) (*tortureServers, error) {
 
 // startTortureDatabase starts a database server (PostgreSQL with fsync
 // off, MariaDB flushing its log once a second: what the test servers do)
-// and gives its workers the lease table.
-func startTortureDatabase(ctx context.Context, start func(context.Context) (*launch.Database, error)) (*tortureServers, error) {
+// and gives its workers the lease table, or with connScoped the
+// database's own locks, held on a connection each (lock=connection).
+func startTortureDatabase(ctx context.Context, start func(context.Context) (*launch.Database, error), connScoped bool) (*tortureServers, error) {
 	d, err := start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &tortureServers{url: d.URL(), nodes: []launch.Server{d}}, nil
+	u, err := url.Parse(d.URL())
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	if connScoped {
+		q := u.Query()
+		q.Set("lock", "connection")
+		u.RawQuery = q.Encode()
+	}
+	return &tortureServers{url: u.String(), nodes: []launch.Server{d}}, nil
 }
 
 // startTortureZooKeeper starts an ensemble of three ZooKeeper servers.

@@ -76,6 +76,9 @@ func TestTortureOwnServers(t *testing.T) {
 		{"sentinel", "6", "30s"},
 		{"zk", "1", "5s"}, {"etcd", "1", "5s"},
 		{"postgres", "1", "5s"}, {"mariadb", "1", "5s"},
+		// A killed or cut-off holder's lock is freed at once: the
+		// exclusion check must not call the next grant an overlap.
+		{"postgres-connection", "1", "5s"}, {"mariadb-connection", "1", "5s"},
 		{"sqlite", "1", "5s"},
 	} {
 		kind := tc.kind
@@ -118,6 +121,8 @@ func TestTortureUsage(t *testing.T) {
 		{[]string{"--url", "redis://127.0.0.1:1/0", "--servers", "redis"}, "exclude"},
 		{[]string{"--url", "redis://127.0.0.1:1/0", "--faults", "server"}, "needs --servers"},
 		{[]string{"--url", "redis://127.0.0.1:1/0", "--faults", "pause,flood"}, "unknown fault"},
+		{[]string{"--url", "sqlite:///nonexistent/locks.db", "--faults", "pause,cut"}, "no network connection to cut"},
+		{[]string{"--url", "redis+sentinel://127.0.0.1:1/m", "--faults", "cut"}, "find their servers themselves"},
 		{[]string{"--url", "redis://127.0.0.1:1/0", "--workers", "0"}, "workers"},
 		{[]string{"--url", "redis://127.0.0.1:1/0", "--ttl", "1ms"}, "ttl"},
 		{[]string{"--url", "redis://127.0.0.1:1/0", "--timeline", "out.png"}, ".svg or .html"},
@@ -195,5 +200,21 @@ func TestMutantsStayOut(t *testing.T) {
 	r := runInProcess(t, "torture", "--url", "mutant+redis://127.0.0.1:1/0?mutant=no-expiry")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "unknown backend URL scheme") {
 		t.Fatalf("exit %d, stderr %q; want 64 for an unknown scheme", r.code, r.stderr)
+	}
+}
+
+// TestTortureFailsWithoutTheFaultsItAskedFor: a run too short for the
+// fault schedule (the first fault comes half a TTL in at the earliest)
+// injected nothing it asked for, and must not pass.
+func TestTortureFailsWithoutTheFaultsItAskedFor(t *testing.T) {
+	res, rep := runTorture(t, binary, "--servers", "redis", "--faults", "pause,kill",
+		"--duration", "2s", "--workers", "2", "--ttl", "10s", "--seed", "1")
+	t.Logf("%s", res.stdout)
+	if rep.Operations.Grants == 0 {
+		t.Fatalf("no grant in 2s; the test needs some\nstderr:\n%s", res.stderr)
+	}
+	if res.code != exitViolation || !strings.Contains(res.stdout, "INCONCLUSIVE") ||
+		!strings.Contains(res.stdout, "pause") || !strings.Contains(res.stdout, "kill") {
+		t.Fatalf("exit %d; want %d with an INCONCLUSIVE verdict naming pause and kill\nstderr:\n%s", res.code, exitViolation, res.stderr)
 	}
 }

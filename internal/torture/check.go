@@ -43,6 +43,10 @@ type CheckOptions struct {
 	Recovery time.Duration
 	// LinTimeout bounds the linearizability check; 0 skips it.
 	LinTimeout time.Duration
+	// ConnectionScoped says that the lock ends the moment its holder's
+	// connection to the server does (sqllock's lock=connection), not only
+	// at its deadline or release: see checkExclusion.
+	ConnectionScoped bool
 }
 
 // Findings is what Check found: the violations and the facts the report
@@ -78,7 +82,7 @@ func Check(h *History, o CheckOptions) Findings {
 	f := Findings{Violations: []Violation{}}
 	f.Violations = append(f.Violations, checkFence(h.Ops)...)
 	f.Violations = append(f.Violations, checkTokens(h.Holdings)...)
-	f.Violations = append(f.Violations, checkExclusion(h.Holdings)...)
+	f.Violations = append(f.Violations, checkExclusion(h, o.ConnectionScoped)...)
 	f.Violations = append(f.Violations, checkDone(h, o.Slack, &f)...)
 	var stall []Violation
 	stall, f.LongestFree = checkStall(h, o)
@@ -174,28 +178,80 @@ func checkTokens(hs []*Holding) []Violation {
 	return out
 }
 
-// checkExclusion checks that no holding was granted while another holding's
-// lease was valid: from its acquisition to its deadline or release. A grant
-// whose reply came after its own deadline held nothing (its lease had ended
-// on the server, which may have granted the lock since): it is left out.
-// hs is sorted by Acquired.
-func checkExclusion(hs []*Holding) []Violation {
+// checkExclusion checks that no holding was granted while another holding
+// held the lock: from its acquisition to its deadline or the start of its
+// release, whichever came first, and, with a connection-scoped lock
+// (scoped), no later than the moment its connection may have died (see
+// connectionLost), for the server frees such a lock then. A grant whose
+// reply came after its own end held nothing (it had ended on the server,
+// which may have granted the lock since): it is left out.
+func checkExclusion(h *History, scoped bool) []Violation {
+	end := (*Holding).validEnd
+	what := "lease"
+	if scoped {
+		lost := connectionLost(h)
+		end = func(hd *Holding) int64 {
+			if t, ok := lost[hd]; ok {
+				return min(t, hd.validEnd())
+			}
+			return hd.validEnd()
+		}
+		what = "lease and connection"
+	}
 	var out []Violation
 	var cover *Holding // the holding whose valid lease reaches furthest so far
-	for _, h := range hs {
-		if h.validEnd() <= h.Acquired {
+	for _, hd := range h.Holdings {
+		if end(hd) <= hd.Acquired {
 			continue
 		}
-		if cover != nil && h.Acquired < cover.validEnd() {
-			out = append(out, Violation{Kind: VExclusion, At: h.Acquired, Detail: fmt.Sprintf(
-				"%s (token %d) was granted %v before the lease of %s (token %d) ended",
-				h.ID, h.Token, time.Duration(cover.validEnd()-h.Acquired), cover.ID, cover.Token)})
+		if cover != nil && hd.Acquired < end(cover) {
+			out = append(out, Violation{Kind: VExclusion, At: hd.Acquired, Detail: fmt.Sprintf(
+				"%s (token %d) was granted %v before the %s of %s (token %d) ended",
+				hd.ID, hd.Token, time.Duration(end(cover)-hd.Acquired), what, cover.ID, cover.Token)})
 		}
-		if cover == nil || h.validEnd() > cover.validEnd() {
-			cover = h
+		if cover == nil || end(hd) > end(cover) {
+			cover = hd
 		}
 	}
 	return out
+}
+
+// connectionLost returns, for each holding whose connection to the server
+// may have died before its lease ended, the earliest moment it may have:
+// when its process was killed (stamped before the signal); when its
+// worker's connections were cut, or blackholed (a client that gives up on
+// a silent connection closes it); when a server fault began (a server
+// killed or restarted ends every connection, and a client gives up on a
+// paused server's). Those are the deaths the run caused; it cannot see a
+// connection that a client closes of its own accord. A holding granted
+// during such a fault is taken as lost from its grant.
+func connectionLost(h *History) map[*Holding]int64 {
+	lost := map[*Holding]int64{}
+	at := func(hd *Holding, t int64) {
+		t = max(t, hd.Acquired)
+		if cur, ok := lost[hd]; !ok || t < cur {
+			lost[hd] = t
+		}
+	}
+	for _, hd := range h.Holdings {
+		end := hd.validEnd()
+		if hd.Killed != 0 && hd.Killed < end {
+			at(hd, hd.Killed)
+		}
+		for _, f := range h.Faults {
+			var hits bool
+			switch f.Kind {
+			case FaultCut, FaultBlackhole:
+				hits = f.Slot == hd.Slot
+			case FaultServerPause, FaultServerKill, FaultServerRestart, FaultFailover, FaultFailoverPause:
+				hits = true
+			}
+			if hits && f.From < end && f.To > hd.Acquired {
+				at(hd, f.From)
+			}
+		}
+	}
+	return lost
 }
 
 // checkDone checks that each holding's Done closed by its deadline plus

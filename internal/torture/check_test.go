@@ -277,3 +277,127 @@ func TestCrashAndInconclusive(t *testing.T) {
 		t.Error("a run with a grant and no violation failed")
 	}
 }
+
+// TestFaultNeverInjectedFailsTheRun: a run that asked for a fault class and
+// never injected one of its faults tested nothing of it, so it must fail
+// as inconclusive, however clean its history.
+func TestFaultNeverInjectedFailsTheRun(t *testing.T) {
+	h := history(held(0, 1, 100*ms, 200*ms), held(1, 2, 210*ms, 300*ms))
+	f := Check(h, checkOpts)
+	cfg := Config{URL: "redis://127.0.0.1:1/0", Workers: 2, Duration: time.Second, TTL: 500 * time.Millisecond, Seed: 7,
+		Faults: []string{ClassPause, ClassCut, ClassServer}}
+	// A blackhole is a cut fault; nothing of the server class happened.
+	r := newReport(cfg, h, f, checkOpts, map[string]int{FaultPause: 2, FaultBlackhole: 1})
+	if !r.Failed() {
+		t.Fatal("a run that never injected a server fault it asked for passed")
+	}
+	why := r.Inconclusive()
+	if !strings.Contains(why, "server") || strings.Contains(why, "cut") || strings.Contains(why, "pause") {
+		t.Errorf("Inconclusive() = %q; want it to name the server faults alone", why)
+	}
+	var out strings.Builder
+	r.WriteTable(&out)
+	if !strings.Contains(out.String(), "INCONCLUSIVE") || !strings.Contains(out.String(), "server") {
+		t.Errorf("report:\n%s\nwant an INCONCLUSIVE verdict naming the server faults", out.String())
+	}
+
+	r = newReport(cfg, h, f, checkOpts, map[string]int{FaultPause: 2, FaultCut: 1, FaultServerRestart: 1})
+	if r.Failed() {
+		t.Errorf("a clean run that injected every class it asked for failed: %q", r.Inconclusive())
+	}
+	cfg.Faults = nil
+	if r := newReport(cfg, h, f, checkOpts, nil); r.Failed() {
+		t.Errorf("a clean run without faults, as asked, failed: %q", r.Inconclusive())
+	}
+}
+
+// TestConnectionScopedExclusion: a connection-scoped lock (sqllock's
+// lock=connection) ends the moment its holder's connection dies, so a
+// grant after that is no overlap; the check must still find a grant made
+// while the holder's connection was alive, or that only another worker's
+// connection died.
+func TestConnectionScopedExclusion(t *testing.T) {
+	// a holds from 100ms with a lease to 600ms and never releases; b is
+	// granted at 300ms.
+	setup := func(f func(a *Holding, h *History)) func() *History {
+		return func() *History {
+			a := held(0, 1, 100*ms, 0)
+			a.ReleaseStart, a.Released, a.Done, a.DoneErr = 0, 0, 350*ms, doneLost
+			h := history(a, held(1, 2, 300*ms, 400*ms))
+			f(a, h)
+			return h
+		}
+	}
+	cases := []struct {
+		name  string
+		h     func() *History
+		lease []string // violations with a lease-scoped lock
+		conn  []string // with a connection-scoped lock
+	}{
+		{"nothing happened to the holder's connection", setup(func(*Holding, *History) {}),
+			[]string{VExclusion}, []string{VExclusion}},
+		{"the holder was killed", setup(func(a *Holding, h *History) {
+			a.Done, a.Killed = 0, 250*ms
+			h.Faults = []Fault{{Kind: FaultKill, Target: a.Worker, Slot: 0, From: 250 * ms, To: 250 * ms}}
+		}), []string{VExclusion}, nil},
+		{"the holder was killed after the grant", setup(func(a *Holding, h *History) {
+			a.Done, a.Killed = 0, 320*ms
+			h.Faults = []Fault{{Kind: FaultKill, Target: a.Worker, Slot: 0, From: 320 * ms, To: 320 * ms}}
+		}), []string{VExclusion}, []string{VExclusion}},
+		{"the holder's connections were cut", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultCut, Slot: 0, From: 200 * ms, To: 800 * ms}}
+		}), []string{VExclusion}, nil},
+		{"the holder's connections were blackholed", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultBlackhole, Slot: 0, From: 200 * ms, To: 800 * ms}}
+		}), []string{VExclusion}, nil},
+		{"the server restarted", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultServerRestart, Slot: -1, From: 200 * ms, To: 280 * ms}}
+		}), []string{VExclusion}, nil},
+		{"only the other worker's connections were cut", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultCut, Slot: 1, From: 200 * ms, To: 280 * ms}}
+		}), []string{VExclusion}, []string{VExclusion}},
+		{"the cut came after the grant", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultCut, Slot: 0, From: 320 * ms, To: 800 * ms}}
+		}), []string{VExclusion}, []string{VExclusion}},
+		{"a cut over before the holding began", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultCut, Slot: 0, From: 20 * ms, To: 60 * ms}}
+		}), []string{VExclusion}, []string{VExclusion}},
+		{"the holder was paused", setup(func(a *Holding, h *History) {
+			h.Faults = []Fault{{Kind: FaultPause, Slot: 0, From: 200 * ms, To: 800 * ms}}
+		}), []string{VExclusion}, []string{VExclusion}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, mode := range []struct {
+				scoped bool
+				want   []string
+			}{{false, tc.lease}, {true, tc.conn}} {
+				o := checkOpts
+				o.ConnectionScoped = mode.scoped
+				f := Check(tc.h(), o)
+				if got := slices.DeleteFunc(kinds(f), func(k string) bool { return k == VStall }); !slices.Equal(got, mode.want) {
+					t.Errorf("connection-scoped %v: violations %v, want %v", mode.scoped, got, mode.want)
+					for _, v := range f.Violations {
+						t.Logf("  %s: %s", v.Kind, v.Detail)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestConnectionScopedURL(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"postgres://u@h:5432/db?sslmode=disable&lock=connection": true,
+		"postgresql://u@h/db?lock=connection":                    true,
+		"mysql://u:p@h:3306/db?lock=connection":                  true,
+		"postgres://u@h/db?lock=table":                           false,
+		"postgres://u@h/db":                                      false,
+		"redis://h:6379/0?lock=connection":                       false,
+		"sqlite:///tmp/x.db":                                     false,
+	} {
+		if got := connectionScoped(raw); got != want {
+			t.Errorf("connectionScoped(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}

@@ -25,7 +25,12 @@
 //   - exclusion: a holding was granted while another holding's lease was
 //     still valid: before that holder's ValidUntil, and before it began to
 //     release (a grant whose reply came after its own ValidUntil held
-//     nothing, and counts on neither side);
+//     nothing, and counts on neither side). A connection-scoped lock
+//     (sqllock's lock=connection) ends earlier, the moment its holder's
+//     connection dies, and the server may grant it again at once: there
+//     the holding ends, too, at the first fault that may have ended its
+//     connection (its process killed, its connections cut or blackholed,
+//     a server fault), and only a grant before that is an overlap;
 //   - done-late: a holder's Done closed later than its ValidUntil plus the
 //     slack, not counting time the holder's process was paused;
 //   - stall: the lock stayed free of any holder for longer than the stall
@@ -38,8 +43,10 @@
 //     last went unrecorded, so a crash could hide any of the above; its
 //     holdings end at the crash.
 //
-// A run in which no lock was granted fails too, as inconclusive: it
-// checked nothing.
+// A run fails too, as inconclusive, when it proved less than asked: no
+// lock was granted, so it checked nothing; or a fault class it was asked
+// for ([Config.Faults]) was never injected, so it checked nothing under
+// that fault. [Run] refuses a class the deployment cannot take at all.
 //
 // Reported without failing: how many "believed held" windows overlapped
 // (a paused holder believes it holds after its lease ended: that is what

@@ -70,9 +70,6 @@ type pending struct {
 func newScheduler(h *harness, seed uint64) *scheduler {
 	s := &scheduler{h: h, rng: rand.New(rand.NewPCG(seed, seed^0x746f7274757265)), pending: map[*pending]struct{}{}}
 	for _, c := range h.cfg.Faults {
-		if c == ClassCut && !h.proxy {
-			continue
-		}
 		if !contains(s.classes, c) {
 			s.classes = append(s.classes, c)
 		}
@@ -211,9 +208,8 @@ func (s *scheduler) kill(sl *slot, restartAfter time.Duration) {
 	sl.mu.Lock()
 	p, w := sl.proc, sl.w
 	sl.mu.Unlock()
-	sl.markKilled(p)
+	now := sl.markKilled(p).UnixNano()
 	p.Kill(stopGrace)
-	now := time.Now().UnixNano()
 	s.h.rec.fault(Fault{Kind: FaultKill, Target: w.ID, Slot: sl.n, From: now, To: now})
 	s.h.faults.add(FaultKill)
 	s.later(restartAfter, func() {
@@ -232,6 +228,12 @@ func (s *scheduler) cut(sl *slot, blackhole bool, d time.Duration) {
 	w := sl.w
 	sl.mu.Unlock()
 	kind := FaultCut
+	if blackhole {
+		kind = FaultBlackhole
+	}
+	// Stamped first: a connection-scoped lock is freed as soon as its
+	// connection is reset.
+	from := time.Now().UnixNano()
 	for _, p := range sl.proxies {
 		if blackhole {
 			p.Blackhole()
@@ -239,10 +241,7 @@ func (s *scheduler) cut(sl *slot, blackhole bool, d time.Duration) {
 			p.Cut()
 		}
 	}
-	if blackhole {
-		kind = FaultBlackhole
-	}
-	i := s.h.rec.fault(Fault{Kind: kind, Target: w.ID, Slot: sl.n, From: time.Now().UnixNano()})
+	i := s.h.rec.fault(Fault{Kind: kind, Target: w.ID, Slot: sl.n, From: from})
 	s.h.faults.add(kind)
 	s.later(d, func() {
 		for _, p := range sl.proxies {

@@ -136,6 +136,61 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// Injectable returns nil if a run of c can inject faults of class, or an
+// error wrapping ErrBadConfig that says why it cannot: the server faults
+// need servers the run started, the cut faults a connection that a proxy
+// can carry.
+func (c *Config) Injectable(class string) error {
+	switch class {
+	case ClassServer:
+		if len(c.Servers) == 0 {
+			return fmt.Errorf("%w: fault %q needs servers the run starts itself", ErrBadConfig, class)
+		}
+	case ClassCut:
+		if len(c.Routes) > 0 {
+			return nil
+		}
+		_, err := proxiedHosts(c.URL)
+		switch {
+		case errors.Is(err, errNoNetwork):
+			return fmt.Errorf("%w: fault %q: this backend has no network connection to cut", ErrBadConfig, class)
+		case errors.Is(err, errNoProxy):
+			return fmt.Errorf("%w: fault %q: this backend's clients find their servers themselves, so a proxy cannot carry their traffic", ErrBadConfig, class)
+		case err != nil:
+			return err
+		}
+	}
+	return nil
+}
+
+// classOf returns the class of a fault kind.
+func classOf(kind string) string {
+	switch kind {
+	case FaultPause:
+		return ClassPause
+	case FaultKill:
+		return ClassKill
+	case FaultCut, FaultBlackhole:
+		return ClassCut
+	}
+	return ClassServer
+}
+
+// connectionScoped reports whether the locks of the backend that raw names
+// end the moment their holder's connection does: SQL locks with
+// lock=connection (see package sqllock's WithConnectionScope).
+func connectionScoped(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "postgres", "postgresql", "mysql":
+		return u.Query().Get("lock") == "connection"
+	}
+	return false
+}
+
 // errNoProxy: the URL's scheme finds its servers by itself (Sentinel,
 // Cluster), so a proxy in front of the given hosts would not carry the
 // lock's traffic.
@@ -209,10 +264,10 @@ type slot struct {
 	proc    *launch.Proc
 	w       *Worker
 	out     *lineWriter
-	hello   chan struct{}         // closed when the current process said hello
-	ready   chan struct{}         // closed once spawn has recorded the current process
-	killed  map[*launch.Proc]bool // processes killed on purpose
-	faulted bool                  // a fault is under way on this slot
+	hello   chan struct{}              // closed when the current process said hello
+	ready   chan struct{}              // closed once spawn has recorded the current process
+	killed  map[*launch.Proc]time.Time // processes killed on purpose, and when
+	faulted bool                       // a fault is under way on this slot
 }
 
 // harness runs one torture run.
@@ -241,8 +296,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if contains(cfg.Faults, ClassServer) && len(cfg.Servers) == 0 {
-		return nil, fmt.Errorf("%w: fault %q needs servers the run starts itself", ErrBadConfig, ClassServer)
+	// A run that asks for a fault it cannot inject would test nothing of it.
+	for _, class := range cfg.Faults {
+		if err := cfg.Injectable(class); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Key == "" {
 		cfg.Key = "distlock-torture:" + randomHex(6)
@@ -250,14 +308,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h := &harness{cfg: cfg, secret: randomHex(16)}
 	hosts, err := proxiedHosts(cfg.URL)
 	h.proxy = err == nil || len(cfg.Routes) > 0
-	var notes []string
-	switch {
-	case h.proxy || !contains(cfg.Faults, ClassCut):
-	case errors.Is(err, errNoNetwork):
-		notes = append(notes, "cut faults skipped: this backend has no network connection to cut")
-	default:
-		notes = append(notes, "cut faults skipped: this backend's clients find their servers themselves, so a proxy cannot carry their traffic")
-	}
 	h.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -320,14 +370,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	end := time.Now()
 	hist := h.rec.finish(end, h.reg.Ops())
 	opts := CheckOptions{
-		Slack:      cfg.Slack,
-		StallLimit: stallLimit(cfg.TTL),
-		Recovery:   recovery(cfg.TTL),
-		LinTimeout: linTimeout,
+		Slack:            cfg.Slack,
+		StallLimit:       stallLimit(cfg.TTL),
+		Recovery:         recovery(cfg.TTL),
+		LinTimeout:       linTimeout,
+		ConnectionScoped: connectionScoped(cfg.URL),
 	}
 	find := Check(hist, opts)
 	rep := newReport(cfg, hist, find, opts, h.faults.snapshot())
-	rep.Notes = append(rep.Notes, notes...)
 	rep.Notes = append(rep.Notes, h.notes...)
 	if ctx.Err() != nil {
 		rep.Notes = append(rep.Notes, "interrupted before the planned duration")
@@ -421,14 +471,18 @@ func (h *harness) spawn(s *slot) error {
 	go func() {
 		defer h.wg.Done()
 		<-p.Done()
+		end := time.Now()
 		s.mu.Lock()
-		killed := s.killed[p]
+		killedAt, killed := s.killed[p]
 		s.mu.Unlock()
+		if killed {
+			end = killedAt
+		}
 		// Workers exit 0 when told to stop; any other end is a crash,
 		// which may hide violations (see VCrash).
 		code := p.ExitCode()
 		crashed := !killed && (code != 0 || !h.isStopped())
-		h.rec.ended(w, time.Now(), killed, crashed, code)
+		h.rec.ended(w, end, killed, crashed, code)
 	}()
 	return nil
 }
@@ -610,13 +664,17 @@ func (h *harness) note(s string) {
 	h.notes = append(h.notes, s)
 }
 
-// markKilled records that p is being killed on purpose: its holdings end
-// there, and that is not a violation of the lock's promises.
-func (s *slot) markKilled(p *launch.Proc) {
+// markKilled records that p is about to be killed on purpose, and returns
+// the time: its holdings end then, and that is not a violation of the
+// lock's promises. Call it before the signal: a connection-scoped lock is
+// freed as soon as the process is gone.
+func (s *slot) markKilled(p *launch.Proc) time.Time {
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.killed == nil {
-		s.killed = map[*launch.Proc]bool{}
+		s.killed = map[*launch.Proc]time.Time{}
 	}
-	s.killed[p] = true
+	s.killed[p] = now
+	return now
 }

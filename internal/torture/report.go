@@ -25,9 +25,15 @@ type Report struct {
 	StallLimit string   `json:"stall_limit"`
 	Seed       uint64   `json:"seed"`
 	Faults     []string `json:"faults"`
+	// ConnectionScoped: the locks end with their holder's connection, and
+	// the exclusion check knew it (see CheckOptions).
+	ConnectionScoped bool `json:"connection_scoped,omitempty"`
 
-	Operations      Operations     `json:"operations"`
-	FaultCounts     map[string]int `json:"faults_injected"`
+	Operations  Operations     `json:"operations"`
+	FaultCounts map[string]int `json:"faults_injected"`
+	// FaultsMissing lists the classes the run asked for of which it
+	// injected no fault: it tested nothing of them, and so fails.
+	FaultsMissing   []string       `json:"faults_not_injected,omitempty"`
 	ViolationCounts map[string]int `json:"violation_counts"`
 	Violations      []Violation    `json:"violations"`
 	Findings        Findings       `json:"findings"`
@@ -76,25 +82,35 @@ func percentiles(ns []int64) Percentiles {
 
 func newReport(cfg Config, h *History, f Findings, o CheckOptions, faults map[string]int) *Report {
 	r := &Report{
-		Backend:         redact(cfg.URL),
-		Workers:         cfg.Workers,
-		Duration:        cfg.Duration.String(),
-		TTL:             cfg.TTL.String(),
-		Slack:           cfg.Slack.String(),
-		StallLimit:      o.StallLimit.String(),
-		Seed:            cfg.Seed,
-		Faults:          cfg.Faults,
-		FaultCounts:     faults,
-		ViolationCounts: map[string]int{},
-		Findings:        f,
-		DoneLatency:     percentiles(f.DoneLatency),
-		History:         h,
+		Backend:          redact(cfg.URL),
+		Workers:          cfg.Workers,
+		Duration:         cfg.Duration.String(),
+		TTL:              cfg.TTL.String(),
+		Slack:            cfg.Slack.String(),
+		StallLimit:       o.StallLimit.String(),
+		Seed:             cfg.Seed,
+		Faults:           cfg.Faults,
+		ConnectionScoped: o.ConnectionScoped,
+		FaultCounts:      faults,
+		ViolationCounts:  map[string]int{},
+		Findings:         f,
+		DoneLatency:      percentiles(f.DoneLatency),
+		History:          h,
 	}
 	for _, k := range ViolationKinds {
 		r.ViolationCounts[k] = 0
 	}
 	for _, v := range f.Violations {
 		r.ViolationCounts[v.Kind]++
+	}
+	for _, class := range cfg.Faults {
+		injected := false
+		for kind, n := range faults {
+			injected = injected || n > 0 && classOf(kind) == class
+		}
+		if !injected {
+			r.FaultsMissing = append(r.FaultsMissing, class)
+		}
 	}
 	r.Violations = f.Violations[:min(len(f.Violations), maxListed)]
 	if r.Violations == nil {
@@ -138,16 +154,24 @@ func redact(raw string) string {
 	return raw
 }
 
-// Failed reports whether the run found any violation.
+// Failed reports whether the run found any violation, or proved less than
+// it was asked to (see Inconclusive).
 func (r *Report) Failed() bool { return len(r.Findings.Violations) > 0 || r.Inconclusive() != "" }
 
-// Inconclusive says why a run without violations proves nothing, or
-// returns "": no lock was granted, so there was nothing to check.
+// Inconclusive says why a run, violations or not, proves less than it was
+// asked to, or returns "": no lock was granted, so nothing was checked; or
+// a fault class it asked for was never injected, so nothing was checked
+// under that fault.
 func (r *Report) Inconclusive() string {
+	var why []string
 	if r.Operations.Grants == 0 {
-		return fmt.Sprintf("no lock was granted in %d Lock calls (%d failed): nothing was checked", r.Operations.LockCalls, r.Operations.LockErrors)
+		why = append(why, fmt.Sprintf("no lock was granted in %d Lock calls (%d failed): nothing was checked", r.Operations.LockCalls, r.Operations.LockErrors))
 	}
-	return ""
+	if len(r.FaultsMissing) > 0 {
+		why = append(why, fmt.Sprintf("no %s fault was injected, though asked for: nothing was checked under it (run longer, or ask for fewer faults)",
+			strings.Join(r.FaultsMissing, " or ")))
+	}
+	return strings.Join(why, "; ")
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -167,8 +191,12 @@ func (r *Report) WriteTable(w io.Writer) {
 	if faults == "" {
 		faults = "none"
 	}
-	fmt.Fprintf(w, "distlock torture: %s%s\n%d workers, %s, TTL %s, faults %s, seed %d\n\n",
-		r.Backend, servers, r.Workers, r.Duration, r.TTL, faults, r.Seed)
+	scope := ""
+	if r.ConnectionScoped {
+		scope = " (locks end with their holder's connection)"
+	}
+	fmt.Fprintf(w, "distlock torture: %s%s%s\n%d workers, %s, TTL %s, faults %s, seed %d\n\n",
+		r.Backend, servers, scope, r.Workers, r.Duration, r.TTL, faults, r.Seed)
 
 	row := func(name string, n int, note string) {
 		if note != "" {
@@ -190,11 +218,14 @@ func (r *Report) WriteTable(w io.Writer) {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
-	if len(kinds) == 0 {
+	if len(kinds) == 0 && len(r.FaultsMissing) == 0 {
 		fmt.Fprintln(w, "  none")
 	}
 	for _, k := range kinds {
 		row(k, r.FaultCounts[k], "")
+	}
+	for _, class := range r.FaultsMissing {
+		row(class, 0, "(asked for, never injected)")
 	}
 
 	fmt.Fprintln(w, "Violations")
@@ -239,6 +270,9 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nFAIL: %d violations in %d holdings. Replay the fault schedule with --seed %d.\n",
 		len(r.Findings.Violations), op.Grants, r.Seed)
+	if why := r.Inconclusive(); why != "" {
+		fmt.Fprintf(w, "  Also INCONCLUSIVE: %s.\n", why)
+	}
 	start := int64(0)
 	if r.History != nil {
 		start = r.History.Start
