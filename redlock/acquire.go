@@ -182,8 +182,14 @@ func (b *Backend) cast(ctx context.Context, req driver.Request, k redisnode.Keys
 		}
 		token, holderTTL, err := acquireOn(ctx, rdb, k, owner, ttl, desc, req.Reentry)
 		r := reply{node: i, ok: err == nil && token > 0, token: token, ttl: holderTTL, err: err}
-		if errors.Is(err, driver.ErrKindMismatch) {
+		var guarded *redisnode.GuardError
+		switch {
+		case errors.Is(err, driver.ErrKindMismatch):
 			r.kind, r.err = err, nil // a refusal, never a grant
+		case errors.As(err, &guarded):
+			// A refusal by the node's restart guard: judge's survey asks
+			// the refusing nodes how long their guards hold grants back.
+			r.ttl, r.err = guarded.Wait, nil
 		}
 		return r
 	})
