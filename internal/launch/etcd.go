@@ -116,6 +116,18 @@ func StartEtcd(ctx context.Context, n int) (ms []*Etcd, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A port found free may be taken by another process before the member
+	// binds it (tests start servers in parallel): start again elsewhere.
+	for attempt := 1; ; attempt++ {
+		ms, err = startEtcd(ctx, bin, n)
+		if err == nil || !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			return ms, err
+		}
+	}
+}
+
+// startEtcd makes one attempt of StartEtcd, on ports found free.
+func startEtcd(ctx context.Context, bin string, n int) (ms []*Etcd, err error) {
 	ports, err := FreePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -249,7 +261,11 @@ func (m *Etcd) start(ctx context.Context) error {
 	case <-ready:
 		return nil
 	case <-p.Done():
-		return fmt.Errorf("launch: etcd member %s exited before it was ready:\n%s", m.name, m.LogTail())
+		tail := m.LogTail()
+		if strings.Contains(tail, "address already in use") {
+			return fmt.Errorf("launch: etcd member %s: %w:\n%s", m.name, errAddrInUse, tail)
+		}
+		return fmt.Errorf("launch: etcd member %s exited before it was ready:\n%s", m.name, tail)
 	case <-ctx.Done():
 		_ = m.Kill()
 		return fmt.Errorf("launch: etcd member %s: %w", m.name, ctx.Err())
