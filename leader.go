@@ -122,13 +122,17 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term *L
 }
 
 // campaign waits until this process leads. Its first attempt does not
-// wait, so that Campaigned can tell when someone else leads.
+// wait, so that Campaigned can tell when someone else leads; after a
+// failed one, Lock retries a backend error as usual and returns at once
+// for what a retry cannot mend (an invalid key, say).
 func (e *Election) campaign(ctx context.Context) (*Lock, error) {
 	l, err := e.m.TryLock(ctx)
-	if err == nil || !errors.Is(err, ErrNotObtained) || errors.Is(err, ErrKindMismatch) {
+	if err == nil || ctx.Err() != nil {
 		return l, err
 	}
-	e.decided() // someone else leads
+	if errors.Is(err, ErrNotObtained) {
+		e.decided() // someone else leads
+	}
 	return e.m.Lock(ctx)
 }
 

@@ -433,3 +433,36 @@ func testPausedLeader(t *testing.T, a, b *distlock.Client, pause func()) {
 	}
 	wantLeader(t, cb.e, "b")
 }
+
+// failingFirst fails its first acquisition attempts, as a backend that is
+// briefly unreachable does.
+type failingFirst struct {
+	*memlock.Backend
+	mu       sync.Mutex
+	failures int
+}
+
+func (b *failingFirst) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	b.mu.Lock()
+	fail := b.failures > 0
+	b.failures--
+	b.mu.Unlock()
+	if fail {
+		return driver.Grant{}, errors.New("connection refused")
+	}
+	return b.Backend.Acquire(ctx, req)
+}
+
+// TestElectionRetriesBackendErrors: a campaign whose first attempts meet
+// backend errors keeps campaigning, as Lock does, instead of returning.
+func TestElectionRetriesBackendErrors(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e := distlock.New(&failingFirst{Backend: memlock.New(), failures: 3}).Election("flaky")
+	led := false
+	err := e.Run(ctx, func(context.Context, *distlock.Lock) error { led = true; return nil })
+	if err != nil || !led {
+		t.Fatalf("Run against a backend failing its first attempts: led %v, %v; want to lead", led, err)
+	}
+}
