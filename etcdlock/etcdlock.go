@@ -232,15 +232,25 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // acquireOnce is one try of Acquire for a request without a re-entrant
 // identity.
 func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
-	if err := b.arm(ctx, b.keys(req.Key, req.Owner, req.Kind, req.Limit), start.Add(max(req.TTL, req.Queue))); err != nil {
+	k := b.keys(req.Key, req.Owner, req.Kind, req.Limit)
+	if err := b.arm(ctx, k, start.Add(max(req.TTL, req.Queue))); err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
+	}
+	if g, ok := b.takeTurn(req, start); ok {
+		return g, nil
 	}
 	for retried := false; ; retried = true {
 		l, err := b.lease(ctx, seconds(req.TTL))
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		g, err := b.acquire(ctx, req, l, start)
+		var g driver.Grant
+		if rev, on := b.inLine(k.own); on != nil {
+			// A waiter in line: its place is known, the check is a read.
+			g, err = b.confirm(ctx, req, k, &mvccpb.KeyValue{CreateRevision: rev, Lease: int64(on.id)}, l, start)
+		} else {
+			g, err = b.acquire(ctx, req, l, start)
+		}
 		if (errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone)) && !retried {
 			continue // granted another lease, or a new key put, once
 		}
@@ -252,6 +262,34 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start tim
 		}
 		return g, nil
 	}
+}
+
+// takeTurn grants, without a request, a waiter whose watch saw its turn
+// come (see Watch): its place key holds the lock since a revision the
+// watch saw, and keeps holding it as long as it exists, which its lease
+// and its deadline tell. The place must be on the lease this request
+// would use, alive; otherwise the attempt asks etcd.
+func (b *Backend) takeTurn(req driver.Request, start time.Time) (driver.Grant, bool) {
+	if req.Queue <= 0 || req.Kind != driver.Exclusive {
+		return driver.Grant{}, false
+	}
+	own := b.keys(req.Key, req.Owner, req.Kind, req.Limit).own
+	rev, l := b.turn(own)
+	if l == nil || !l.alive() {
+		return driver.Grant{}, false
+	}
+	b.mu.Lock()
+	current := b.leases[seconds(req.TTL)] == l
+	b.mu.Unlock()
+	if !current {
+		return driver.Grant{}, false
+	}
+	valid, err := l.validFor(start, req.TTL, b.drift)
+	if err != nil {
+		return driver.Grant{}, false
+	}
+	lost := b.setDeadline(own, rev, start.Add(req.TTL), l)
+	return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost, ValidFor: valid}, true
 }
 
 func (b *Backend) checkRequest(req driver.Request) error {
@@ -293,6 +331,11 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 		free = clientv3.Compare(clientv3.CreateRevision(k.sub), "=", 0).WithPrefix()
 	}
 	queue := req.Queue > 0 && (req.Kind == driver.Exclusive || req.Kind == driver.Write)
+	if req.Kind == driver.Exclusive && !queue {
+		if g, done, err := b.acquireMutex(ctx, req, k, put, l, start); done {
+			return g, err
+		}
+	}
 	var then []clientv3.Op
 	switch {
 	case queue:
@@ -322,6 +365,7 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 			return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
 		case queue:
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // in line
+			b.placed(k.own, rev, l)
 			return driver.Grant{}, nil
 		case req.Kind == driver.Permit && inner.Responses[0].GetResponseRange().Count < int64(req.Limit):
 			return b.acquirePermit(ctx, req, k, put, l, start, rev)
@@ -340,6 +384,39 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: the owner's key vanished during the attempt", req.Key)
 	}
 	return b.confirm(ctx, req, k, kvs[0], l, start)
+}
+
+// acquireMutex is the attempt of a plain mutex: it puts the owner's key
+// if the line is empty, which leaves no room for a key of another family
+// either. Refused, it reads the owner's key (a repeat) and the first in
+// line: a mutex's key refuses the attempt; a key of another family, or
+// one this package did not write, leaves the answer to the general
+// attempt (done false), which reports a family that does not fit.
+func (b *Backend) acquireMutex(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time) (g driver.Grant, done bool, err error) {
+	resp, err := b.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix(),
+	).Then(put).Else(
+		clientv3.OpGet(k.own),
+		clientv3.OpGet(k.lock, firstOpts(k, req.Kind, 1)...),
+	).Commit()
+	if err != nil {
+		return driver.Grant{}, true, b.leaseErr(err, l, "acquire", req.Key)
+	}
+	if resp.Succeeded {
+		rev := resp.Header.Revision
+		lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
+		return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, true, nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		g, err := b.confirm(ctx, req, k, kvs[0], l, start)
+		return g, true, err
+	}
+	first := resp.Responses[1].GetResponseRange().Kvs
+	if len(first) == 0 || !strings.HasPrefix(string(first[0].Key), k.sub) {
+		return driver.Grant{}, false, nil
+	}
+	b.forget(k.own) // the owner has no key: the transaction said so
+	return driver.Grant{}, true, nil
 }
 
 // acquirePermit tries for a permit of a semaphore that had fewer than
@@ -424,6 +501,9 @@ func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *m
 			return b.giveBack(ctx, req, k, rev)
 		case req.Queue > 0:
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // the place, renewed
+			if kv.Lease == int64(l.id) {
+				b.placed(k.own, rev, l)
+			}
 		}
 		return driver.Grant{}, nil
 	}
@@ -578,6 +658,23 @@ func receiptOp(k keys, own string, rev int64, rl *lease) clientv3.Op {
 func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease) error {
 	if anchor, rev := b.holdAnchor(k.hold); rev != 0 {
 		return b.releaseHold(ctx, l, k, anchor, clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev), rev, rl)
+	}
+	if rev := b.held(k.own); rev != 0 {
+		// A holding this backend granted: its key holds as long as it
+		// has that create revision.
+		resp, err := b.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev),
+		).Then(
+			clientv3.OpPut(k.receipt, strconv.FormatInt(rev, 10), clientv3.WithLease(rl.id)),
+			clientv3.OpDelete(k.own),
+		).Commit()
+		if err != nil {
+			return b.leaseErr(err, rl, "release", l.Key)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		// Gone, or another key: the general release tells which.
 	}
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "!=", 0),
