@@ -163,17 +163,17 @@ type keys struct {
 // keys names the etcd keys of the owner's holding of key, of kind (and,
 // for a permit, of a semaphore of limit permits).
 func (b *Backend) keys(key, owner string, kind driver.Kind, limit int) keys {
-	k := url.PathEscape(key)
-	lock := b.prefix + "lock/" + k + "/"
-	sub := lock + subprefix(kind, limit)
-	holds := b.prefix + "hold/" + k + "/"
+	k, o := url.PathEscape(key), url.PathEscape(owner)
+	// Each name is a prefix of the next: one string holds them.
+	own := b.prefix + "lock/" + k + "/" + subprefix(kind, limit) + o
+	hold := b.prefix + "hold/" + k + "/" + o
 	return keys{
-		lock:    lock,
-		sub:     sub,
-		own:     sub + url.PathEscape(owner),
-		receipt: b.prefix + "released/" + k + "/" + url.PathEscape(owner),
-		holds:   holds,
-		hold:    holds + url.PathEscape(owner),
+		lock:    own[:len(b.prefix)+len("lock/")+len(k)+1],
+		sub:     own[:len(own)-len(o)],
+		own:     own,
+		receipt: b.prefix + "released/" + k + "/" + o,
+		holds:   hold[:len(hold)-len(o)],
+		hold:    hold,
 	}
 }
 
@@ -194,6 +194,25 @@ func subprefix(kind driver.Kind, limit int) string {
 		return "p/" + strconv.Itoa(limit) + "/"
 	}
 	return "m/"
+}
+
+// holdingValue is the value of the owner's key for req: a holding in
+// JSON.
+func holdingValue(req driver.Request) (string, error) {
+	since := time.Now().UnixMilli()
+	if len(req.Meta) > 0 {
+		val, err := json.Marshal(holding{Kind: req.Kind, Since: since, Meta: req.Meta})
+		if err != nil {
+			return "", fmt.Errorf("etcdlock: metadata: %w", err)
+		}
+		return string(val), nil
+	}
+	buf := make([]byte, 0, 48)
+	buf = append(buf, `{"kind":`...)
+	buf = strconv.AppendInt(buf, int64(req.Kind), 10)
+	buf = append(buf, `,"since":`...)
+	buf = strconv.AppendInt(buf, since, 10)
+	return string(append(buf, '}')), nil
 }
 
 // holding is the value of an owner's key.
@@ -236,7 +255,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start tim
 	if err := b.arm(ctx, k, start.Add(max(req.TTL, req.Queue))); err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
-	if g, ok := b.takeTurn(req, start); ok {
+	if g, ok := b.takeTurn(req, k.own, start); ok {
 		return g, nil
 	}
 	for retried := false; ; retried = true {
@@ -249,7 +268,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start tim
 			// A waiter in line: its place is known, the check is a read.
 			g, err = b.confirm(ctx, req, k, &mvccpb.KeyValue{CreateRevision: rev, Lease: int64(on.id)}, l, start)
 		} else {
-			g, err = b.acquire(ctx, req, l, start)
+			g, err = b.acquire(ctx, req, k, l, start)
 		}
 		if (errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone)) && !retried {
 			continue // granted another lease, or a new key put, once
@@ -269,11 +288,10 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start tim
 // watch saw, and keeps holding it as long as it exists, which its lease
 // and its deadline tell. The place must be on the lease this request
 // would use, alive; otherwise the attempt asks etcd.
-func (b *Backend) takeTurn(req driver.Request, start time.Time) (driver.Grant, bool) {
+func (b *Backend) takeTurn(req driver.Request, own string, start time.Time) (driver.Grant, bool) {
 	if req.Queue <= 0 || req.Kind != driver.Exclusive {
 		return driver.Grant{}, false
 	}
-	own := b.keys(req.Key, req.Owner, req.Kind, req.Limit).own
 	rev, l := b.turn(own)
 	if l == nil || !l.alive() {
 		return driver.Grant{}, false
@@ -314,13 +332,12 @@ func (b *Backend) checkRequest(req driver.Request) error {
 
 // acquire makes the attempt on lease l. Every transaction that may put
 // the owner's key also checks the key's family (see kind.go).
-func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, start time.Time) (driver.Grant, error) {
-	k := b.keys(req.Key, req.Owner, req.Kind, req.Limit)
-	val, err := json.Marshal(holding{Kind: req.Kind, Since: time.Now().UnixMilli(), Meta: req.Meta})
+func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *lease, start time.Time) (driver.Grant, error) {
+	val, err := holdingValue(req)
 	if err != nil {
-		return driver.Grant{}, fmt.Errorf("etcdlock: metadata: %w", err)
+		return driver.Grant{}, err
 	}
-	put := clientv3.OpPut(k.own, string(val), clientv3.WithLease(l.id))
+	put := clientv3.OpPut(k.own, val, clientv3.WithLease(l.id))
 	// Free for this request: nothing in the way at all; for a reader, no
 	// writer (held or waiting); for a permit, no other permit.
 	free := clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix()
