@@ -258,6 +258,13 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start tim
 	if g, ok := b.takeTurn(req, k.own, start); ok {
 		return g, nil
 	}
+	if req.Queue > 0 {
+		if rev := b.behind(k.own); rev != 0 {
+			// Its watch just read the line: not its turn yet.
+			b.setDeadline(k.own, rev, start.Add(req.Queue), nil)
+			return driver.Grant{}, nil
+		}
+	}
 	for retried := false; ; retried = true {
 		l, err := b.lease(ctx, seconds(req.TTL))
 		if err != nil {

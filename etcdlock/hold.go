@@ -51,6 +51,10 @@ type deadline struct {
 	// on the key holds the lock (see watch.go). 0 otherwise.
 	place *lease
 	turn  int64
+	// behind is the key's create revision while a watch's read of the
+	// line, made since the owner's last request, saw keys ahead of it
+	// (see Backend.behind); 0 otherwise.
+	behind int64
 
 	// lapsing, while the key is being deleted, is closed once it is:
 	// a new attempt of the owner waits, so that the deletion cannot
@@ -155,7 +159,7 @@ func (b *Backend) setDeadline(key string, rev int64, at time.Time, l *lease) <-c
 	if l == nil {
 		return nil
 	}
-	d.place, d.turn = nil, 0
+	d.place, d.turn, d.behind = nil, 0, 0
 	if d.lost == nil || closed(d.lost) || len(d.on) != 1 || d.on[0] != l {
 		d.on, d.lost = []*lease{l}, make(chan struct{})
 		if l.gone() {
@@ -298,7 +302,7 @@ func (b *Backend) vanished(key string, rev int64) {
 	if d.lost != nil && !closed(d.lost) {
 		close(d.lost)
 	}
-	d.rev, d.on, d.lost, d.place, d.turn = 0, nil, nil, nil, 0
+	d.rev, d.on, d.lost, d.place, d.turn, d.behind = 0, nil, nil, nil, 0, 0
 }
 
 // placed notes that the waiter's place key, created at rev, is on lease
@@ -317,7 +321,7 @@ func (b *Backend) sawTurn(key string, rev int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lapsing == nil && d.lost == nil {
-		d.turn = rev
+		d.turn, d.behind = rev, 0
 	}
 }
 
@@ -327,8 +331,34 @@ func (b *Backend) lostTurn(key string, rev int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d := b.deadlines[key]; d != nil && d.rev == rev {
-		d.place, d.turn = nil, 0
+		d.place, d.turn, d.behind = nil, 0, 0
 	}
+}
+
+// sawBehind notes that a watch read the line after the owner's last
+// request and saw keys ahead of the place key created at rev.
+func (b *Backend) sawBehind(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lapsing == nil && d.lost == nil {
+		d.behind = rev
+	}
+}
+
+// behind reports, once per read of its watch, that the owner's place key
+// has keys ahead of it, as that read saw since the owner's last request:
+// an attempt then is refused without asking etcd again. The next attempt
+// asks, unless the watch read the line again meanwhile. It returns the
+// key's create revision, or 0.
+func (b *Backend) behind(key string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || d.lost != nil || d.behind == 0 || d.behind != d.rev {
+		return 0
+	}
+	d.behind = 0
+	return d.rev
 }
 
 // held returns the create revision of the owner's key if the backend

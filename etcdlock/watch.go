@@ -252,10 +252,15 @@ func (w *watch) subscribe(ctx, wctx context.Context, key string, prefix bool, fr
 	}
 }
 
-// subscribed notes the owner's turn if the view shows it.
+// subscribed notes what the view shows of the owner's place: its turn,
+// or keys ahead of it.
 func (w *watch) subscribed(s *sub) *sub {
-	if s.v.place != "" && len(s.v.ahead) == 0 {
+	switch {
+	case s.v.place == "":
+	case len(s.v.ahead) == 0:
 		w.b.sawTurn(s.v.place, s.v.mine)
+	default:
+		w.b.sawBehind(s.v.place, s.v.mine)
 	}
 	return s
 }
