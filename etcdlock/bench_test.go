@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,17 +79,28 @@ func BenchmarkUncontended(b *testing.B) {
 }
 
 // BenchmarkHandoff: two clients take turns on one lock, each waiting
-// while the other holds it; an operation is one acquire and release.
-func BenchmarkHandoff(b *testing.B) {
+// while the other holds it; an operation is one acquisition and release.
+func BenchmarkHandoff(b *testing.B) { benchmarkHandoff(b, 2) }
+
+// BenchmarkHandoff8: eight clients contend for one lock, each taking it
+// again as soon as it released it.
+func BenchmarkHandoff8(b *testing.B) { benchmarkHandoff(b, 8) }
+
+// benchmarkHandoff passes one lock between n clients that all want it,
+// each on a client (connection) of its own. Besides the time per
+// acquisition it reports the median handoff (handoff-ns): from the moment
+// a holder starts its release to the moment another client's acquire
+// returns.
+func benchmarkHandoff(b *testing.B, n int) {
 	c := cluster(b)
 	ctx := context.Background()
 	b.Run("etcdlock", func(b *testing.B) {
 		key := uniqueKey("bench")
 		var ms []*distlock.Mutex
-		for range 2 {
+		for range n {
 			ms = append(ms, distlock.New(newBackend(b, c), distlock.WithTTL(10*time.Second), distlock.WithFairness()).Mutex(key))
 		}
-		handoff(b, func(i int) (func() error, error) {
+		handoff(b, n, func(i int) (func() error, error) {
 			l, err := ms[i].Lock(ctx)
 			if err != nil {
 				return nil, err
@@ -99,7 +111,7 @@ func BenchmarkHandoff(b *testing.B) {
 	b.Run("concurrency.Mutex", func(b *testing.B) {
 		key := uniqueKey("bench")
 		var ms []*concurrency.Mutex
-		for range 2 {
+		for range n {
 			s, err := concurrency.NewSession(c.Client(b), concurrency.WithTTL(10))
 			if err != nil {
 				b.Fatal(err)
@@ -107,7 +119,7 @@ func BenchmarkHandoff(b *testing.B) {
 			b.Cleanup(func() { _ = s.Close() })
 			ms = append(ms, concurrency.NewMutex(s, key))
 		}
-		handoff(b, func(i int) (func() error, error) {
+		handoff(b, n, func(i int) (func() error, error) {
 			if err := ms[i].Lock(ctx); err != nil {
 				return nil, err
 			}
@@ -116,25 +128,37 @@ func BenchmarkHandoff(b *testing.B) {
 	})
 }
 
-// handoff runs b.N acquisitions split between two goroutines that both
-// contend for the lock lock(i) takes.
-func handoff(b *testing.B, lock func(i int) (unlock func() error, err error)) {
+// handoff runs b.N acquisitions split between n goroutines that all
+// contend for the lock lock(i) takes, and reports the median handoff.
+func handoff(b *testing.B, n int, lock func(i int) (unlock func() error, err error)) {
+	var (
+		mu       sync.Mutex
+		last     = -1      // the last holder
+		released time.Time // when it started its release
+		handoffs []time.Duration
+	)
 	b.ResetTimer()
 	var wg sync.WaitGroup
-	for i := range 2 {
-		n := b.N / 2
-		if i == 0 {
-			n = b.N - n
+	for i := range n {
+		ops := b.N / n
+		if i < b.N%n {
+			ops++
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range n {
+			for range ops {
 				unlock, err := lock(i)
 				if err != nil {
 					b.Error(err)
 					return
 				}
+				mu.Lock()
+				if last >= 0 && last != i {
+					handoffs = append(handoffs, time.Since(released))
+				}
+				last, released = i, time.Now()
+				mu.Unlock()
 				if err := unlock(); err != nil {
 					b.Error(err)
 					return
@@ -143,6 +167,11 @@ func handoff(b *testing.B, lock func(i int) (unlock func() error, err error)) {
 		}()
 	}
 	wg.Wait()
+	if len(handoffs) > 0 {
+		slices.Sort(handoffs)
+		b.ReportMetric(float64(handoffs[len(handoffs)/2].Nanoseconds()), "handoff-ns")
+		b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Nanoseconds()), "handoff-p99-ns")
+	}
 }
 
 // BenchmarkUncontendedPaired alternates one etcdlock acquire+release with

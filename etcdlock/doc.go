@@ -13,9 +13,15 @@
 // an etcd lease (the holds of a re-entrant lock share one: see below). Holdings are ordered by their keys' create revisions:
 // the lowest one holds a mutex, readers hold until the first writer in
 // line, the first n keys hold the permits of a semaphore of n. A fair
-// waiter, or a writer, keeps its key as its place in line and watches only
-// the key just before its own, so a release wakes one waiter (no herd
-// effect), in the order they came. Other waiters do not queue: an attempt
+// waiter, or a writer, keeps its key as its place in line, so a release
+// wakes one waiter (no herd effect), in the order they came. A fair mutex
+// waiter with at most 16 keys ahead watches the line and learns from the
+// watch that the keys ahead are gone and its own is not: its key holds the
+// lock from then on, and its next attempt is granted without a request,
+// one round trip (the release's) after the release. A waiter further back
+// watches only the key just before its own, as concurrency.Mutex does.
+// Watches start at the cluster's current revision: etcd serves a watch
+// from a past revision by a catch-up that runs every 100ms. Other waiters do not queue: an attempt
 // that is refused leaves nothing, so such a waiter has no key whose
 // predecessor it could watch (and the driver contract names the owner to
 // Watch only for fair waiters). They are woken by every release of the

@@ -163,17 +163,17 @@ type keys struct {
 // keys names the etcd keys of the owner's holding of key, of kind (and,
 // for a permit, of a semaphore of limit permits).
 func (b *Backend) keys(key, owner string, kind driver.Kind, limit int) keys {
-	k := url.PathEscape(key)
-	lock := b.prefix + "lock/" + k + "/"
-	sub := lock + subprefix(kind, limit)
-	holds := b.prefix + "hold/" + k + "/"
+	k, o := url.PathEscape(key), url.PathEscape(owner)
+	// Each name is a prefix of the next: one string holds them.
+	own := b.prefix + "lock/" + k + "/" + subprefix(kind, limit) + o
+	hold := b.prefix + "hold/" + k + "/" + o
 	return keys{
-		lock:    lock,
-		sub:     sub,
-		own:     sub + url.PathEscape(owner),
-		receipt: b.prefix + "released/" + k + "/" + url.PathEscape(owner),
-		holds:   holds,
-		hold:    holds + url.PathEscape(owner),
+		lock:    own[:len(b.prefix)+len("lock/")+len(k)+1],
+		sub:     own[:len(own)-len(o)],
+		own:     own,
+		receipt: b.prefix + "released/" + k + "/" + o,
+		holds:   hold[:len(hold)-len(o)],
+		hold:    hold,
 	}
 }
 
@@ -194,6 +194,25 @@ func subprefix(kind driver.Kind, limit int) string {
 		return "p/" + strconv.Itoa(limit) + "/"
 	}
 	return "m/"
+}
+
+// holdingValue is the value of the owner's key for req: a holding in
+// JSON.
+func holdingValue(req driver.Request) (string, error) {
+	since := time.Now().UnixMilli()
+	if len(req.Meta) > 0 {
+		val, err := json.Marshal(holding{Kind: req.Kind, Since: since, Meta: req.Meta})
+		if err != nil {
+			return "", fmt.Errorf("etcdlock: metadata: %w", err)
+		}
+		return string(val), nil
+	}
+	buf := make([]byte, 0, 48)
+	buf = append(buf, `{"kind":`...)
+	buf = strconv.AppendInt(buf, int64(req.Kind), 10)
+	buf = append(buf, `,"since":`...)
+	buf = strconv.AppendInt(buf, since, 10)
+	return string(append(buf, '}')), nil
 }
 
 // holding is the value of an owner's key.
@@ -232,15 +251,32 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // acquireOnce is one try of Acquire for a request without a re-entrant
 // identity.
 func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
-	if err := b.arm(ctx, b.keys(req.Key, req.Owner, req.Kind, req.Limit), start.Add(max(req.TTL, req.Queue))); err != nil {
+	k := b.keys(req.Key, req.Owner, req.Kind, req.Limit)
+	if err := b.arm(ctx, k, start.Add(max(req.TTL, req.Queue))); err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
+	}
+	if g, ok := b.takeTurn(req, k.own, start); ok {
+		return g, nil
+	}
+	if req.Queue > 0 {
+		if rev := b.behind(k.own); rev != 0 {
+			// Its watch just read the line: not its turn yet.
+			b.setDeadline(k.own, rev, start.Add(req.Queue), nil)
+			return driver.Grant{}, nil
+		}
 	}
 	for retried := false; ; retried = true {
 		l, err := b.lease(ctx, seconds(req.TTL))
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		g, err := b.acquire(ctx, req, l, start)
+		var g driver.Grant
+		if rev, on := b.inLine(k.own); on != nil {
+			// A waiter in line: its place is known, the check is a read.
+			g, err = b.confirm(ctx, req, k, &mvccpb.KeyValue{CreateRevision: rev, Lease: int64(on.id)}, l, start)
+		} else {
+			g, err = b.acquire(ctx, req, k, l, start)
+		}
 		if (errors.Is(err, errLeaseGone) || errors.Is(err, errKeyGone)) && !retried {
 			continue // granted another lease, or a new key put, once
 		}
@@ -252,6 +288,33 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start tim
 		}
 		return g, nil
 	}
+}
+
+// takeTurn grants, without a request, a waiter whose watch saw its turn
+// come (see Watch): its place key holds the lock since a revision the
+// watch saw, and keeps holding it as long as it exists, which its lease
+// and its deadline tell. The place must be on the lease this request
+// would use, alive; otherwise the attempt asks etcd.
+func (b *Backend) takeTurn(req driver.Request, own string, start time.Time) (driver.Grant, bool) {
+	if req.Queue <= 0 || req.Kind != driver.Exclusive {
+		return driver.Grant{}, false
+	}
+	rev, l := b.turn(own)
+	if l == nil || !l.alive() {
+		return driver.Grant{}, false
+	}
+	b.mu.Lock()
+	current := b.leases[seconds(req.TTL)] == l
+	b.mu.Unlock()
+	if !current {
+		return driver.Grant{}, false
+	}
+	valid, err := l.validFor(start, req.TTL, b.drift)
+	if err != nil {
+		return driver.Grant{}, false
+	}
+	lost := b.setDeadline(own, rev, start.Add(req.TTL), l)
+	return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost, ValidFor: valid}, true
 }
 
 func (b *Backend) checkRequest(req driver.Request) error {
@@ -276,13 +339,12 @@ func (b *Backend) checkRequest(req driver.Request) error {
 
 // acquire makes the attempt on lease l. Every transaction that may put
 // the owner's key also checks the key's family (see kind.go).
-func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, start time.Time) (driver.Grant, error) {
-	k := b.keys(req.Key, req.Owner, req.Kind, req.Limit)
-	val, err := json.Marshal(holding{Kind: req.Kind, Since: time.Now().UnixMilli(), Meta: req.Meta})
+func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *lease, start time.Time) (driver.Grant, error) {
+	val, err := holdingValue(req)
 	if err != nil {
-		return driver.Grant{}, fmt.Errorf("etcdlock: metadata: %w", err)
+		return driver.Grant{}, err
 	}
-	put := clientv3.OpPut(k.own, string(val), clientv3.WithLease(l.id))
+	put := clientv3.OpPut(k.own, val, clientv3.WithLease(l.id))
 	// Free for this request: nothing in the way at all; for a reader, no
 	// writer (held or waiting); for a permit, no other permit.
 	free := clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix()
@@ -293,6 +355,11 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 		free = clientv3.Compare(clientv3.CreateRevision(k.sub), "=", 0).WithPrefix()
 	}
 	queue := req.Queue > 0 && (req.Kind == driver.Exclusive || req.Kind == driver.Write)
+	if req.Kind == driver.Exclusive && !queue {
+		if g, done, err := b.acquireMutex(ctx, req, k, put, l, start); done {
+			return g, err
+		}
+	}
 	var then []clientv3.Op
 	switch {
 	case queue:
@@ -322,6 +389,7 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 			return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
 		case queue:
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // in line
+			b.placed(k.own, rev, l)
 			return driver.Grant{}, nil
 		case req.Kind == driver.Permit && inner.Responses[0].GetResponseRange().Count < int64(req.Limit):
 			return b.acquirePermit(ctx, req, k, put, l, start, rev)
@@ -340,6 +408,39 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, l *lease, sta
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: the owner's key vanished during the attempt", req.Key)
 	}
 	return b.confirm(ctx, req, k, kvs[0], l, start)
+}
+
+// acquireMutex is the attempt of a plain mutex: it puts the owner's key
+// if the line is empty, which leaves no room for a key of another family
+// either. Refused, it reads the owner's key (a repeat) and the first in
+// line: a mutex's key refuses the attempt; a key of another family, or
+// one this package did not write, leaves the answer to the general
+// attempt (done false), which reports a family that does not fit.
+func (b *Backend) acquireMutex(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time) (g driver.Grant, done bool, err error) {
+	resp, err := b.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix(),
+	).Then(put).Else(
+		clientv3.OpGet(k.own),
+		clientv3.OpGet(k.lock, firstOpts(k, req.Kind, 1)...),
+	).Commit()
+	if err != nil {
+		return driver.Grant{}, true, b.leaseErr(err, l, "acquire", req.Key)
+	}
+	if resp.Succeeded {
+		rev := resp.Header.Revision
+		lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
+		return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, true, nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		g, err := b.confirm(ctx, req, k, kvs[0], l, start)
+		return g, true, err
+	}
+	first := resp.Responses[1].GetResponseRange().Kvs
+	if len(first) == 0 || !strings.HasPrefix(string(first[0].Key), k.sub) {
+		return driver.Grant{}, false, nil
+	}
+	b.forget(k.own) // the owner has no key: the transaction said so
+	return driver.Grant{}, true, nil
 }
 
 // acquirePermit tries for a permit of a semaphore that had fewer than
@@ -424,6 +525,9 @@ func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *m
 			return b.giveBack(ctx, req, k, rev)
 		case req.Queue > 0:
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // the place, renewed
+			if kv.Lease == int64(l.id) {
+				b.placed(k.own, rev, l)
+			}
 		}
 		return driver.Grant{}, nil
 	}
@@ -578,6 +682,23 @@ func receiptOp(k keys, own string, rev int64, rl *lease) clientv3.Op {
 func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease) error {
 	if anchor, rev := b.holdAnchor(k.hold); rev != 0 {
 		return b.releaseHold(ctx, l, k, anchor, clientv3.Compare(clientv3.CreateRevision(anchor), "=", rev), rev, rl)
+	}
+	if rev := b.held(k.own); rev != 0 {
+		// A holding this backend granted: its key holds as long as it
+		// has that create revision.
+		resp, err := b.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(k.own), "=", rev),
+		).Then(
+			clientv3.OpPut(k.receipt, strconv.FormatInt(rev, 10), clientv3.WithLease(rl.id)),
+			clientv3.OpDelete(k.own),
+		).Commit()
+		if err != nil {
+			return b.leaseErr(err, rl, "release", l.Key)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		// Gone, or another key: the general release tells which.
 	}
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.own), "!=", 0),

@@ -45,6 +45,17 @@ type deadline struct {
 	// may have put; nil for any other key.
 	holds map[string]bool
 
+	// place, for a waiter's place, is the lease its key was put on (nil:
+	// unknown). turn is the key's create revision once a watch saw every
+	// key ahead of it in line deleted and the key still there: from then
+	// on the key holds the lock (see watch.go). 0 otherwise.
+	place *lease
+	turn  int64
+	// behind is the key's create revision while a watch's read of the
+	// line, made since the owner's last request, saw keys ahead of it
+	// (see Backend.behind); 0 otherwise.
+	behind int64
+
 	// lapsing, while the key is being deleted, is closed once it is:
 	// a new attempt of the owner waits, so that the deletion cannot
 	// take a key that attempt puts or confirms.
@@ -148,6 +159,7 @@ func (b *Backend) setDeadline(key string, rev int64, at time.Time, l *lease) <-c
 	if l == nil {
 		return nil
 	}
+	d.place, d.turn, d.behind = nil, 0, 0
 	if d.lost == nil || closed(d.lost) || len(d.on) != 1 || d.on[0] != l {
 		d.on, d.lost = []*lease{l}, make(chan struct{})
 		if l.gone() {
@@ -290,7 +302,99 @@ func (b *Backend) vanished(key string, rev int64) {
 	if d.lost != nil && !closed(d.lost) {
 		close(d.lost)
 	}
-	d.rev, d.on, d.lost = 0, nil, nil
+	d.rev, d.on, d.lost, d.place, d.turn, d.behind = 0, nil, nil, nil, 0, 0
+}
+
+// placed notes that the waiter's place key, created at rev, is on lease
+// l, as the attempt that put or found it was told.
+func (b *Backend) placed(key string, rev int64, l *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lost == nil {
+		d.place = l
+	}
+}
+
+// sawTurn notes that the waiter's place key, created at rev, holds the
+// lock: a watch saw every key ahead of it deleted, and not the key.
+func (b *Backend) sawTurn(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lapsing == nil && d.lost == nil {
+		d.turn, d.behind = rev, 0
+	}
+}
+
+// lostTurn notes that the waiter's place key, created at rev, was
+// deleted, as its watch saw.
+func (b *Backend) lostTurn(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.rev == rev {
+		d.place, d.turn, d.behind = nil, 0, 0
+	}
+}
+
+// sawBehind notes that a watch read the line after the owner's last
+// request and saw keys ahead of the place key created at rev.
+func (b *Backend) sawBehind(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lapsing == nil && d.lost == nil {
+		d.behind = rev
+	}
+}
+
+// behind reports, once per read of its watch, that the owner's place key
+// has keys ahead of it, as that read saw since the owner's last request:
+// an attempt then is refused without asking etcd again. The next attempt
+// asks, unless the watch read the line again meanwhile. It returns the
+// key's create revision, or 0.
+func (b *Backend) behind(key string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || d.lost != nil || d.behind == 0 || d.behind != d.rev {
+		return 0
+	}
+	d.behind = 0
+	return d.rev
+}
+
+// held returns the create revision of the owner's key if the backend
+// keeps it as a holding, granted and not lost; 0 otherwise.
+func (b *Backend) held(key string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || d.lost == nil || closed(d.lost) {
+		return 0
+	}
+	return d.rev
+}
+
+// inLine returns the create revision and the lease of the owner's place
+// key, if the backend knows it waits in line; 0 and nil otherwise.
+func (b *Backend) inLine(key string) (int64, *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || d.lost != nil || d.rev == 0 || d.place == nil {
+		return 0, nil
+	}
+	return d.rev, d.place
+}
+
+// turn returns the waiter's place key's create revision and lease if a
+// watch saw its turn come; 0 and nil otherwise.
+func (b *Backend) turn(key string) (int64, *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d == nil || d.lapsing != nil || d.lost != nil || d.turn == 0 || d.turn != d.rev || d.place == nil {
+		return 0, nil
+	}
+	return d.turn, d.place
 }
 
 // lapse runs on d's timer: the key is deleted if d has passed. A key

@@ -42,8 +42,10 @@ raw="$(cd "$root/etcdlock" && DISTLOCK_REQUIRE_SERVERS=1 go test -run '^$' \
   echo "\`etcdlock/\`), on a 3-member etcd cluster the test starts: medians over $count runs. *UncontendedPaired*"
   echo "alternates one etcdlock acquire+release with one of \`concurrency.Mutex\` on the same client, so both see the"
   echo "same load; *ratio* is etcdlock's time over the mutex's. *Handoff* passes one lock back and forth between"
-  echo "two clients that both want it (etcdlock in fair mode, each waiter watching its predecessor, as"
-  echo "\`concurrency.Mutex\` does); ns/op is per acquisition."
+  echo "two clients that both want it (etcdlock in fair mode, its waiters in line as \`concurrency.Mutex\`'s are);"
+  echo "*Handoff8* does the same with eight clients. ns/op is per acquisition;"
+  echo "*handoff-ns* is the median time from a holder's release call to another client's acquire returning,"
+  echo "*handoff-p99-ns* its 99th percentile."
   echo
   echo "| Benchmark | figure | median |"
   echo "|---|---|---:|"
