@@ -222,20 +222,17 @@ func subprefix(kind driver.Kind, limit int) string {
 func holdingValue(req driver.Request) (string, error) {
 	since := time.Now().UnixMilli()
 	if len(req.Meta) > 0 {
-		val, err := json.Marshal(holding{Owner: req.Owner, Kind: req.Kind, Since: since, Meta: req.Meta})
+		val, err := json.Marshal(holding{Owner: url.PathEscape(req.Owner), Kind: req.Kind, Since: since, Meta: req.Meta})
 		if err != nil {
 			return "", fmt.Errorf("etcdlock: metadata: %w", err)
 		}
 		return string(val), nil
 	}
-	owner, err := json.Marshal(req.Owner)
-	if err != nil {
-		return "", fmt.Errorf("etcdlock: owner: %w", err)
-	}
+	owner := url.PathEscape(req.Owner) // ASCII, and nothing JSON escapes
 	buf := make([]byte, 0, 64+len(owner))
-	buf = append(buf, `{"owner":`...)
+	buf = append(buf, `{"owner":"`...)
 	buf = append(buf, owner...)
-	buf = append(buf, `,"kind":`...)
+	buf = append(buf, `","kind":`...)
 	buf = strconv.AppendInt(buf, int64(req.Kind), 10)
 	buf = append(buf, `,"since":`...)
 	buf = strconv.AppendInt(buf, since, 10)
@@ -244,7 +241,7 @@ func holdingValue(req driver.Request) (string, error) {
 
 // holding is the value of an owner's key.
 type holding struct {
-	Owner string            `json:"owner,omitempty"`
+	Owner string            `json:"owner,omitempty"` // path-escaped: any owner, exactly
 	Kind  driver.Kind       `json:"kind"`
 	Since int64             `json:"since"` // unix ms
 	Meta  map[string]string `json:"meta,omitempty"`
@@ -696,9 +693,10 @@ func (b *Backend) leaseKeys(ctx context.Context, l driver.Lease, search bool) (k
 	if err != nil {
 		return keys{}, fmt.Errorf("etcdlock: find the key of %q: %w", l.Key, err)
 	}
+	owner := url.PathEscape(l.Owner)
 	for _, kv := range resp.Kvs {
 		var h holding
-		if json.Unmarshal(kv.Value, &h) == nil && h.Owner == l.Owner {
+		if json.Unmarshal(kv.Value, &h) == nil && h.Owner == owner {
 			k.own, k.val = string(kv.Key), string(kv.Value)
 			return b.withLimit(k, l), nil
 		}

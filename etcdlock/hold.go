@@ -137,11 +137,8 @@ func ownerIndex(lock string, kind driver.Kind, owner string) string {
 // freeNameLocked returns the first name in sub of the backend's that no
 // key the backend keeps has; b.mu must be held.
 func (b *Backend) freeNameLocked(sub string) string {
-	buf := make([]byte, 0, len(sub)+len(b.id)+4)
-	buf = append(append(buf, sub...), b.id...)
 	for n := 0; ; n++ {
-		name := string(strconv.AppendInt(buf, int64(n), 10))
-		if b.deadlines[name] == nil {
+		if name := sub + b.id + strconv.Itoa(n); b.deadlines[name] == nil {
 			return name
 		}
 	}

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,7 +136,8 @@ func TestTurnKeyGone(t *testing.T) {
 	}
 }
 
-// ownerKeys returns the keys in key's line whose value names owner.
+// ownerKeys returns the keys in key's line whose value names owner
+// (path-escaped).
 func ownerKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, key, owner string) []*mvccpb.KeyValue {
 	t.Helper()
 	resp, err := cli.Get(ctx, lockPrefix(key), clientv3.WithPrefix())
@@ -145,7 +147,7 @@ func ownerKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, key, own
 	var kvs []*mvccpb.KeyValue
 	for _, kv := range resp.Kvs {
 		var v struct{ Owner string }
-		if json.Unmarshal(kv.Value, &v) == nil && v.Owner == owner {
+		if json.Unmarshal(kv.Value, &v) == nil && v.Owner == url.PathEscape(owner) { // as the value names it
 			kvs = append(kvs, kv)
 		}
 	}
