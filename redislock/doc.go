@@ -161,6 +161,9 @@
 // has ended, since no lease is longer than the maximum: longer TTLs fail
 // at once. The check runs only when the counter is missing, inside the
 // same script (it reads INFO server), so it costs the common path nothing.
+// A user whose ACL forbids INFO gets an error wrapping
+// distlock.ErrInvalidBackend on such keys: grant it +info, or turn the
+// guard off where the servers never lose data.
 //
 // A brand-new server looks like one that lost its data, and would hold new
 // keys back too. It stops once the server has run for the maximum lease

@@ -223,3 +223,31 @@ func GuardQuery(q url.Values) (maxTTL time.Duration, off bool, err error) {
 	}
 	return maxTTL, off, nil
 }
+
+// noInfo begins the error of a script whose restart guard may not read
+// INFO server (NO_INFO in token.lua), which an ACL can forbid.
+const noInfo = "distlock: the restart guard cannot read INFO server"
+
+// BlindGuard reports whether err is a script's failure to read INFO server
+// for the restart guard: the user's ACL forbids it. Every attempt on a key
+// the node does not know fails so until the user may run INFO (+info) or
+// the guard is turned off; the failed attempt changed nothing.
+func BlindGuard(err error) bool {
+	return err != nil && strings.Contains(err.Error(), noInfo)
+}
+
+// CheckPrefix returns an error if keys under prefix would not keep a
+// lock's keys and its guard marker in one Redis Cluster hash slot: a "{"
+// in prefix not closed within it by a "}" after at least one byte would
+// make the hash tag run into the lock's name, or, empty, be ignored. A
+// prefix with a whole tag of its own puts every lock in that tag's slot.
+func CheckPrefix(prefix string) error {
+	i := strings.IndexByte(prefix, '{')
+	if i < 0 {
+		return nil
+	}
+	if j := strings.IndexByte(prefix[i+1:], '}'); j > 0 {
+		return nil
+	}
+	return fmt.Errorf("prefix %q has a %q that would move the Redis Cluster hash tag of every key under it, spreading a lock's keys over slots; close the tag within the prefix (%q) or leave braces out", prefix, "{", "{app}:")
+}

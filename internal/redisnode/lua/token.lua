@@ -53,6 +53,10 @@ local function counter_life(token, us, grain)
   return math.max(COUNTER_LIFE, math.floor(ahead / 1000) + 2)
 end
 
+-- NO_INFO begins the error of a script whose restart guard may not read
+-- INFO (redisnode.BlindGuard recognises it).
+local NO_INFO = 'ERR distlock: the restart guard cannot read INFO server'
+
 -- issue returns the next fencing token of counter, as a number and as
 -- decimal text (Lua's own conversion keeps only 14 digits); or nil and the
 -- ms to wait while the restart guard holds grants back.
@@ -100,7 +104,13 @@ local function issue(counter, marker, us)
     raised = n
   end
   if not c and maxttl > 0 then
-    local info = redis.call('INFO', 'server')
+    local info = redis.pcall('INFO', 'server')
+    if type(info) == 'table' and info.err then
+      -- An ACL that forbids INFO: the counter just written would let the
+      -- next attempt past the guard, so it goes, and the script fails.
+      redis.call('DEL', counter)
+      error({err = NO_INFO .. ' (' .. info.err .. ')'})
+    end
     local life = string.match(info, 'run_id:(%w+)')
     if redis.call('GET', marker) ~= life then
       local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
