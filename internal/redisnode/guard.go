@@ -14,18 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed lua/token.lua
-	tokenLib string
-	//go:embed lua/declare_fresh.lua
-	declareFreshSrc string
-	//go:embed lua/guard_wait.lua
-	guardWaitSrc string
-
-	declareFresh = newScript(declareFreshSrc)
-	guardWait    = newScript(guardWaitSrc)
-)
-
 // Guard says how a node's scripts keep fencing tokens and leases safe when
 // the node loses data.
 type Guard struct {
@@ -79,11 +67,11 @@ func markerName(prefix, lock string, cluster bool) string {
 // been empty for a maximum lease length.
 func DeclareFresh(ctx context.Context, c redis.UniversalClient, prefix string, cluster bool) error {
 	if !cluster {
-		return declareFresh.Run(ctx, c, []string{markerName(prefix, "", false)}).Err()
+		return run(ctx, c, declareFresh, []any{markerName(prefix, "", false)}).Err()
 	}
 	cc, ok := c.(*redis.ClusterClient)
 	if !ok {
-		return declareFresh.Run(ctx, c, []string{markerName(prefix, "", false)}).Err()
+		return run(ctx, c, declareFresh, []any{markerName(prefix, "", false)}).Err()
 	}
 	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		return declareFresh.Load(ctx, m).Err()
@@ -104,7 +92,7 @@ func GuardWait(ctx context.Context, c redis.Scripter, k Keys, maxTTL time.Durati
 	if maxTTL <= 0 {
 		return 0, nil
 	}
-	ms, err := guardWait.Run(ctx, c, []string{k.Fence, k.Guard}, maxTTL.Milliseconds()).Int64()
+	ms, err := run(ctx, c, guardWait, k.of(guardWait), maxTTL.Milliseconds()).Int64()
 	return time.Duration(ms) * time.Millisecond, err
 }
 

@@ -41,8 +41,8 @@ end
 
 -- grant gives owner a new lease with the next fencing token and returns
 -- the token, or the restart guard's refusal (see guard_refusal).
-local function grant(leases, tokens, counter, marker, owner, ttl, us, now)
-  local fence, text = issue(counter, marker, us)
+local function grant(leases, tokens, counter, marker, owner, ttl, us, now, guard)
+  local fence, text = issue(counter, marker, us, guard)
   if not fence then
     return guard_refusal(text)
   end

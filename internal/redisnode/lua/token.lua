@@ -1,8 +1,9 @@
--- Shared by the scripts that issue fencing tokens; prepended to them. Their
--- last argument is "grain:maxttl": the token grain in µs and the restart
--- guard's maximum lease length in ms (0: no guard). One argument, not two:
--- a server refuses a command of more than 10 parts from a client that has
--- not authenticated with a protocol error, which would hide its NOAUTH.
+-- Shared by the scripts that issue fencing tokens; prepended to them. Such
+-- a script takes the argument guard, last: "grain:maxttl", the token grain
+-- in µs and the restart guard's maximum lease length in ms (0: no guard),
+-- which it hands to issue. One argument, not two: a server refuses a
+-- command of more than 10 parts from a client that has not authenticated
+-- with a protocol error, which would hide its NOAUTH.
 --
 -- clock returns the server's time in µs and in ms. µs since 1970 are about
 -- 1.8e15 and stay below 2^53, so Lua's doubles hold them, and every token,
@@ -57,7 +58,8 @@ end
 -- INFO (redisnode.BlindGuard recognises it).
 local NO_INFO = 'ERR distlock: the restart guard cannot read INFO server'
 
--- issue returns the next fencing token of counter, as a number and as
+-- issue returns the next fencing token of counter, under the settings
+-- guard ("grain:maxttl", see above), as a number and as
 -- decimal text (Lua's own conversion keeps only 14 digits); or nil and the
 -- ms to wait while the restart guard holds grants back.
 --
@@ -78,8 +80,8 @@ local NO_INFO = 'ERR distlock: the restart guard cannot read INFO server'
 -- Until then, a new key waits. uptime_in_seconds is the difference of two
 -- whole-second clock readings, up to a second more than the server has
 -- run: one second comes off it.
-local function issue(counter, marker, us)
-  local g, m = string.match(ARGV[#ARGV], '^(%d+):(%d+)$')
+local function issue(counter, marker, us, guard)
+  local g, m = string.match(guard, '^(%d+):(%d+)$')
   local grain, maxttl = tonumber(g), tonumber(m)
   local floor = 0
   if grain > 0 then
@@ -156,9 +158,9 @@ end
 -- re-entrant lease's mark) with the description desc and a TTL of ttl ms,
 -- and returns its token from counter; or, while the restart guard (marker)
 -- holds grants back, its refusal (see guard_refusal).
-local function take(lock, counter, marker, head, desc, ttl)
+local function take(lock, counter, marker, head, desc, ttl, guard)
   local us, since = clock()
-  local fence, text = issue(counter, marker, us)
+  local fence, text = issue(counter, marker, us, guard)
   if not fence then
     return guard_refusal(text)
   end
