@@ -18,8 +18,9 @@ import (
 
 // TestRepeatAfterAnotherCycleIsLost: a lock keeps one release receipt, the
 // last release's. A release sent again after its reply was lost reports the
-// release it made while that receipt is still its own; once another holder
-// has taken the lock and released it, the repeat reports the lock lost.
+// release it made while that receipt is still its own, even while another
+// holder has the lock; once another holder has taken the lock and released
+// it, the repeat reports the lock lost.
 func TestRepeatAfterAnotherCycleIsLost(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	b := newBackend(t, newClient(t, srv.Addr()))
@@ -42,7 +43,16 @@ func TestRepeatAfterAnotherCycleIsLost(t *testing.T) {
 	if err := b.Release(ctx, req("a").Lease); err != nil {
 		t.Fatalf("repeat of a's release right after it: %v; want nil (its receipt)", err)
 	}
-	cycle("b")
+	// While the next holder holds the lock, the receipt is still a's.
+	if g, err := b.Acquire(ctx, req("b")); err != nil || !g.Acquired {
+		t.Fatalf("Acquire(b) = %+v, %v", g, err)
+	}
+	if err := b.Release(ctx, req("a").Lease); err != nil {
+		t.Fatalf("repeat of a's release while b holds the lock: %v; want nil (its receipt)", err)
+	}
+	if err := b.Release(ctx, req("b").Lease); err != nil {
+		t.Fatalf("Release(b): %v", err)
+	}
 	if err := b.Release(ctx, req("a").Lease); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("repeat of a's release after b's full cycle: %v; want ErrNotHeld", err)
 	}

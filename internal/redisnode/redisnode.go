@@ -1,6 +1,11 @@
 // Package redisnode holds the lock operations on one Redis node — the Lua
 // scripts, the key layout and the shared release subscription — used by
 // both redislock (one deployment) and redlock (N independent masters).
+//
+// The scripts are one table (scripts.go): each row names the script's keys
+// and arguments, which its Lua body reads by those names, and the shared
+// helpers it is built from. FORMAT.md describes every key and value the
+// scripts store.
 package redisnode
 
 import (
@@ -31,7 +36,7 @@ import (
 type Keys struct {
 	Name    string // the lock's name, as the caller gave it
 	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string // the fencing counter; expires once the clock floor has passed it (see token.lua)
+	Fence   string // the fencing counter, when a token needs it; expires once the clock floor has passed it (see token.lua)
 	Guard   string // the restart guard's marker, shared by the locks of a prefix (of a hash slot, on Cluster)
 	Channel string // published to on release
 	Queue   string // fair waiters by arrival (sorted set)
@@ -42,10 +47,11 @@ type Keys struct {
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
-	// Receipt names the last release of the lock (owner and call), for a
-	// short while, so that the same call sent again after a lost reply
-	// knows it released; PermitReceipts and ReadReceipts do the same for
-	// the releases of permits and of readers (sorted sets by expiry).
+	// Receipt names the last release of the lock (owner and call) and the
+	// released lease's token, for a short while, so that the same call
+	// sent again after a lost reply knows it released, and the next grant
+	// knows the last token; PermitReceipts and ReadReceipts name the
+	// releases of permits and of readers (sorted sets by expiry).
 	Receipt        string
 	PermitReceipts string
 	ReadReceipts   string
@@ -468,6 +474,7 @@ func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 // ReceiptTTL is how long a release's receipt lasts: longer than a client's
 // retries of the call take (go-redis: up to 3 retries, each at most its
 // ReadTimeout, 5s by default, when no context deadline cuts them short).
+// The lock's receipt lasts COUNTER_LIFE (token.lua), the same 10s.
 const ReceiptTTL = 10 * time.Second
 
 var receiptMillis any = ReceiptTTL.Milliseconds()

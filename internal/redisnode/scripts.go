@@ -16,97 +16,111 @@ import (
 // uses. FORMAT.md describes what every key holds.
 var (
 	acquireScript = define(spec{
-		name: "acquire", body: acquireSrc, libs: libs(tokenLib, kindLib),
-		keys: keys("lock", kLock, "counter", kFence, "marker", kGuard),
+		name: "acquire", body: acquireSrc, libs: []string{tokenLib, kindLib},
+		keys: []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}},
 		args: []string{"owner", "ttl", "desc", "guard"},
 	})
 	releaseScript = define(spec{
-		name: "release", body: releaseSrc, libs: libs(tokenLib, kindLib, queueLib),
-		keys: keys("lock", kLock, "queue", kQueue, "places", kPlaces, "writing", kWriting, "receipt", kReceipt,
-			"holds", kHolds, "hold_receipts", kHoldReceipts, "counter", kFence, "marker", kGuard),
+		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
+		keys: []binding{
+			{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}, {"writing", kWriting},
+			{"receipt", kReceipt}, {"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence},
+			{"marker", kGuard},
+		},
 		args: []string{"owner", "channel", "call", "receipt_life", "wake", "guard"},
 	})
 	refreshScript = define(spec{
 		name: "refresh", body: refreshSrc,
-		keys: keys("lock", kLock, "holds", kHolds),
+		keys: []binding{{"lock", kLock}, {"holds", kHolds}},
 		args: []string{"owner", "ttl"},
 	})
 	inspectScript = define(spec{
-		name: "inspect", body: inspectSrc,
-		keys: keys("lock", kLock, "holds", kHolds, "counter", kFence),
+		name: "inspect", body: inspectSrc, libs: []string{tokenLib},
+		keys: []binding{{"lock", kLock}, {"holds", kHolds}, {"counter", kFence}},
 	})
 	seedScript = define(spec{
-		name: "seed", body: seedSrc, libs: libs(tokenLib),
-		keys: keys("counter", kFence, "lock", kLock),
+		name: "seed", body: seedSrc, libs: []string{tokenLib},
+		keys: []binding{{"counter", kFence}, {"lock", kLock}},
 		args: []string{"token", "reentry", "guard"},
 	})
 	fairScript = define(spec{
-		name: "acquire_fair", body: acquireFairSrc, libs: libs(tokenLib, kindLib, holdsLib, queueLib),
-		keys: keys("lock", kLock, "counter", kFence, "queue", kQueue, "places", kPlaces, "marker", kGuard, "holds", kHolds),
+		name: "acquire_fair", body: acquireFairSrc, libs: []string{tokenLib, kindLib, holdsLib, queueLib},
+		keys: []binding{
+			{"lock", kLock}, {"counter", kFence}, {"queue", kQueue}, {"places", kPlaces},
+			{"marker", kGuard}, {"holds", kHolds},
+		},
 		args: []string{"owner", "ttl", "desc", "place", "stamp", "reentry", "guard"},
 	})
 	leaveScript = define(spec{
-		name: "leave", body: leaveSrc, libs: libs(queueLib),
-		keys: keys("lock", kLock, "queue", kQueue, "places", kPlaces),
+		name: "leave", body: leaveSrc, libs: []string{tokenLib, queueLib},
+		keys: []binding{{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}},
 		args: []string{"owner", "channel"},
 	})
 	permitScript = define(spec{
-		name: "acquire_permit", body: acquirePermitSrc, libs: libs(tokenLib, kindLib, permitLib),
-		keys: keys("permits", kPermits, "tokens", kTokens, "counter", kFence, "marker", kGuard),
+		name: "acquire_permit", body: acquirePermitSrc, libs: []string{tokenLib, kindLib, permitLib},
+		keys: []binding{{"permits", kPermits}, {"tokens", kTokens}, {"counter", kFence}, {"marker", kGuard}},
 		args: []string{"owner", "ttl", "n", "guard"},
 	})
 	// A permit's and a reader's release are one script on two sets of keys.
 	releasePermitScript = define(spec{
-		name: "release_permit", body: releasePermitSrc, libs: libs(tokenLib, permitLib),
-		keys: keys("leases", kPermits, "tokens", kTokens, "receipts", kPermitReceipts),
+		name: "release_permit", body: releasePermitSrc, libs: []string{tokenLib, permitLib},
+		keys: []binding{{"leases", kPermits}, {"tokens", kTokens}, {"receipts", kPermitReceipts}},
 		args: []string{"owner", "channel", "call", "receipt_life"},
 	})
 	releaseReadScript = define(spec{
-		name: "release_read", body: releasePermitSrc, libs: libs(tokenLib, permitLib),
-		keys: keys("leases", kReaders, "tokens", kRTokens, "receipts", kReadReceipts),
+		name: "release_read", body: releasePermitSrc, libs: []string{tokenLib, permitLib},
+		keys: []binding{{"leases", kReaders}, {"tokens", kRTokens}, {"receipts", kReadReceipts}},
 		args: []string{"owner", "channel", "call", "receipt_life"},
 	})
 	refreshPermitScript = define(spec{
-		name: "refresh_permit", body: refreshPermitSrc, libs: libs(tokenLib, permitLib),
-		keys: keys("leases", kPermits, "tokens", kTokens),
+		name: "refresh_permit", body: refreshPermitSrc, libs: []string{tokenLib, permitLib},
+		keys: []binding{{"leases", kPermits}, {"tokens", kTokens}},
 		args: []string{"owner", "ttl"},
 	})
 	refreshReadScript = define(spec{
-		name: "refresh_read", body: refreshPermitSrc, libs: libs(tokenLib, permitLib),
-		keys: keys("leases", kReaders, "tokens", kRTokens),
+		name: "refresh_read", body: refreshPermitSrc, libs: []string{tokenLib, permitLib},
+		keys: []binding{{"leases", kReaders}, {"tokens", kRTokens}},
 		args: []string{"owner", "ttl"},
 	})
 	writeScript = define(spec{
-		name: "acquire_write", body: acquireWriteSrc, libs: libs(tokenLib, kindLib, permitLib),
-		keys: keys("lock", kLock, "counter", kFence, "readers", kReaders, "rtokens", kRTokens, "writing", kWriting, "marker", kGuard),
+		name: "acquire_write", body: acquireWriteSrc, libs: []string{tokenLib, kindLib, permitLib},
+		keys: []binding{
+			{"lock", kLock}, {"counter", kFence}, {"readers", kReaders}, {"rtokens", kRTokens},
+			{"writing", kWriting}, {"marker", kGuard},
+		},
 		args: []string{"owner", "ttl", "desc", "hold", "guard"},
 	})
 	readScript = define(spec{
-		name: "acquire_read", body: acquireReadSrc, libs: libs(tokenLib, kindLib, permitLib),
-		keys: keys("lock", kLock, "counter", kFence, "readers", kReaders, "rtokens", kRTokens, "writing", kWriting, "marker", kGuard),
+		name: "acquire_read", body: acquireReadSrc, libs: []string{tokenLib, kindLib, permitLib},
+		keys: []binding{
+			{"lock", kLock}, {"counter", kFence}, {"readers", kReaders}, {"rtokens", kRTokens},
+			{"writing", kWriting}, {"marker", kGuard},
+		},
 		args: []string{"owner", "ttl", "guard"},
 	})
 	reentryScript = define(spec{
-		name: "acquire_reentrant", body: acquireReentrantSrc, libs: libs(tokenLib, kindLib, holdsLib),
-		keys: keys("lock", kLock, "counter", kFence, "marker", kGuard, "holds", kHolds),
+		name: "acquire_reentrant", body: acquireReentrantSrc, libs: []string{tokenLib, kindLib, holdsLib},
+		keys: []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"holds", kHolds}},
 		args: []string{"owner", "ttl", "desc", "reentry", "guard"},
 	})
 	breakScript = define(spec{
-		name: "break", body: breakSrc, libs: libs(queueLib),
-		keys: keys("lock", kLock, "holds", kHolds, "readers", kReaders, "rtokens", kRTokens,
-			"permits", kPermits, "tokens", kTokens, "queue", kQueue, "places", kPlaces),
+		name: "break", body: breakSrc, libs: []string{tokenLib, queueLib},
+		keys: []binding{
+			{"lock", kLock}, {"holds", kHolds}, {"readers", kReaders}, {"rtokens", kRTokens},
+			{"permits", kPermits}, {"tokens", kTokens}, {"queue", kQueue}, {"places", kPlaces},
+		},
 		args: []string{"channel"},
 	})
 	guardWait = define(spec{
 		name: "guard_wait", body: guardWaitSrc,
-		keys: keys("counter", kFence, "marker", kGuard),
+		keys: []binding{{"counter", kFence}, {"marker", kGuard}},
 		args: []string{"maxttl"},
 	})
 	// declareFresh's marker is the prefix's, or a slot's (see DeclareFresh),
 	// not a lock's: it is run with its key given.
 	declareFresh = define(spec{
 		name: "declare_fresh", body: declareFreshSrc,
-		keys: keys("marker", kGuard),
+		keys: []binding{{"marker", kGuard}},
 	})
 )
 
@@ -188,17 +202,6 @@ type binding struct {
 	local string
 	key   keyName
 }
-
-// keys pairs Lua names with keys: keys("lock", kLock, "counter", kFence).
-func keys(pairs ...any) []binding {
-	bs := make([]binding, 0, len(pairs)/2)
-	for i := 0; i+1 < len(pairs); i += 2 {
-		bs = append(bs, binding{local: pairs[i].(string), key: pairs[i+1].(keyName)})
-	}
-	return bs
-}
-
-func libs(srcs ...string) []string { return srcs }
 
 // spec is one row of the script table.
 type spec struct {

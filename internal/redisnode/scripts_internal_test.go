@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -33,5 +34,16 @@ func TestScriptTable(t *testing.T) {
 		if issues && (len(s.args) == 0 || s.args[len(s.args)-1] != "guard") {
 			t.Errorf("%s issues tokens but does not take guard as its last argument", s.name)
 		}
+	}
+}
+
+// TestReceiptLife: the lock's receipt lasts COUNTER_LIFE, which is
+// ReceiptTTL: the rule by which a grant skips looking for readers and
+// permits (records in token.lua) needs a receipt that lasts no longer than
+// the counter each of their grants writes.
+func TestReceiptLife(t *testing.T) {
+	want := "local COUNTER_LIFE = " + strconv.FormatInt(ReceiptTTL.Milliseconds(), 10) + "\n"
+	if !strings.Contains(tokenLib, want) {
+		t.Errorf("token.lua does not hold %q", want)
 	}
 }

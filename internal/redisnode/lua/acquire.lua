@@ -10,13 +10,15 @@
 -- reply is "guard MS", MS the time until it lets them through (see
 -- guard_refusal in token.lua). A key held as another family of lock gets
 -- mismatch's reply (see kind.lua).
-local v = redis.call('GET', lock)
+local v, last, quiet = records(lock, counter)
 if not v then
-  local other = beside_lock(counter)
-  if other then
-    return other
+  if not quiet then
+    local other = beside_lock(counter)
+    if other then
+      return other
+    end
   end
-  return take(lock, counter, marker, owner, desc, ttl, guard)
+  return take(lock, counter, marker, owner, desc, ttl, guard, last)
 end
 local prefix = owner .. '\n'
 if string.sub(v, 1, #prefix) == prefix then

@@ -22,7 +22,7 @@ if reentry ~= '' then
   holder = '*' .. reentry
 end
 local prefix = holder .. '\n'
-local v = redis.call('GET', lock)
+local v, last, quiet = records(lock, counter)
 if v and string.sub(v, 1, #prefix) == prefix then
   if reentry ~= '' then
     return add_hold(lock, holds, owner, ttl, v)
@@ -35,7 +35,7 @@ if v then
   if is_writer(v) then
     other = mismatch('rw')
   end
-else
+elseif not quiet then
   other = beside_lock(counter)
 end
 if other then
@@ -54,7 +54,7 @@ while head do
 end
 local guarded = 0
 if not v and (not head or head == owner) then
-  local fence, text = issue(counter, marker, us, guard)
+  local fence, text = issue(counter, marker, us, guard, last, true)
   if fence then
     local others = head and leave_line(queue, places, owner)
     redis.call('SET', lock, lease(holder, text, now, desc, others), 'PX', ttl)

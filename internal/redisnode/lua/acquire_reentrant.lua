@@ -8,14 +8,16 @@
 -- description: no owner's prefix matches it, so the plain scripts refuse
 -- it and reach for the holds only when their owner is not the value's.
 -- Returns what acquire.lua returns; every hold has the lease's token.
-local v = redis.call('GET', lock)
+local v, last, quiet = records(lock, counter)
 local mark = '*' .. reentry .. '\n'
 if not v then
-  local other = beside_lock(counter)
-  if other then
-    return other
+  if not quiet then
+    local other = beside_lock(counter)
+    if other then
+      return other
+    end
   end
-  local fence = take(lock, counter, marker, '*' .. reentry, desc, ttl, guard)
+  local fence = take(lock, counter, marker, '*' .. reentry, desc, ttl, guard, last)
   if type(fence) == 'number' then
     first_hold(holds, owner, ttl)
   end

@@ -10,7 +10,7 @@
 -- "guard MS" (see token.lua); 0 (no hint) for a writer key without a TTL; or mismatch's reply
 -- (see kind.lua), which leaves no claim.
 local prefix = owner .. '\n'
-local v = redis.call('GET', lock)
+local v, last = records(lock, counter)
 if v then
   if string.sub(v, 1, #prefix) == prefix then
     redis.call('PEXPIRE', lock, ttl)
@@ -23,8 +23,8 @@ if v then
 end
 local us, now = clock()
 drop_expired(readers, rtokens, now)
-local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-if last[2] then
+local newest = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+if newest[2] then
   hold = tonumber(hold)
   if hold > 0 then
     local w = redis.call('GET', writing)
@@ -32,13 +32,13 @@ if last[2] then
       redis.call('SET', writing, owner, 'PX', hold)
     end
   end
-  return -math.max(1, tonumber(last[2]) - now)
+  return -math.max(1, tonumber(newest[2]) - now)
 end
 local other = beside_lock(counter, true)
 if other then
   return other
 end
-local fence, text = issue(counter, marker, us, guard)
+local fence, text = issue(counter, marker, us, guard, last, true)
 if not fence then
   return guard_refusal(text)
 end

@@ -2,7 +2,8 @@
 -- token.lua), without changing anything.
 -- Keys: counter (fencing), marker (the restart guard's). Argument: maxttl
 -- (the guard's maximum lease, ms). Returns the time left in ms, 0 if none.
-if redis.call('EXISTS', counter) == 1 then
+local lock = string.sub(counter, 1, -7)
+if redis.call('EXISTS', counter, lock, lock .. ':receipt') > 0 then
   return 0
 end
 local info = redis.call('INFO', 'server')

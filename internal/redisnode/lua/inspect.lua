@@ -7,4 +7,5 @@ local count = 0
 if v and string.byte(v, 1) == 42 then
   count = redis.call('HLEN', holds)
 end
-return {v, redis.call('PTTL', lock), redis.call('GET', counter), count}
+local _, last = records(lock, counter)
+return {v, redis.call('PTTL', lock), last and string.format('%.0f', last) or false, count}

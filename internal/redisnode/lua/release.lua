@@ -30,16 +30,18 @@
 -- its client renews it at once. It reports false, changing nothing, when
 -- the waiter's client does not take grants by message or the restart guard
 -- holds grants back.
-local function hand_over(head, rec, us, now)
+local function hand_over(head, rec, us, now, v)
   local ttl, place, stamp, desc = string.match(rec, '^%d+\n(%d+)\n(%d+)\n(%d+)\n(.*)$')
   if not stamp then
     return false
   end
-  local fence, text = issue(counter, marker, us, guard)
+  local px = math.min(tonumber(ttl), tonumber(place))
+  local f = redis.call('GET', counter)
+  local last = highest(lease_token(v), f and tonumber(f) or nil)
+  local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return false
   end
-  local px = math.min(tonumber(ttl), tonumber(place))
   local others = leave_line(queue, places, head)
   redis.call('SET', lock, lease(head, text, now, desc, others), 'PX', px)
   redis.call('PUBLISH', channel, '=' .. head .. '\n' .. text .. '\n' .. px .. '\n' .. stamp)
@@ -47,9 +49,11 @@ local function hand_over(head, rec, us, now)
 end
 
 -- given_back reports whether this call (owner LF call id) released a
--- holding lately: it left a receipt, for the lock or for one hold.
+-- holding lately: it left a receipt, for the lock (call LF the lease's
+-- token) or for one hold.
 local function given_back(call)
-  if redis.call('GET', receipt) == call then
+  local last = redis.call('GET', receipt)
+  if last and string.match(last, '^(.*)\n%d+$') == call then
     return true
   end
   local until_ms = redis.call('ZSCORE', hold_receipts, call)
@@ -94,7 +98,10 @@ end
 if last then
   -- The receipt lets a repeat of this call, sent again because its reply
   -- was lost, report the release it made. A later releaser overwrites it.
-  redis.call('SET', receipt, call, 'PX', receipt_life)
+  -- It keeps the lease's token too (see issue in token.lua), for
+  -- COUNTER_LIFE: no longer, so that a counter written after it outlives
+  -- it (see records).
+  redis.call('SET', receipt, call .. '\n' .. lease_text(v), 'PX', COUNTER_LIFE)
   -- Only a lease that refused an attempt, or was granted while others
   -- queued, has waiters to wake (readers kept out by a writer do not mark
   -- its lease: a writer's release always wakes).
@@ -112,7 +119,7 @@ if last then
     redis.call('DEL', lock)
   else
     local head, rec, us, now = live_head(queue, places)
-    if not (head and hand_over(head, rec, us, now)) then
+    if not (head and hand_over(head, rec, us, now, v)) then
       redis.call('DEL', lock)
       redis.call('PUBLISH', channel, head or '')
     end

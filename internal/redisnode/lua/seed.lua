@@ -6,7 +6,8 @@
 -- token.lua), by which a raised counter lasts until the clock floor has
 -- passed it.
 -- Returns the counter's value.
-local cur = tonumber(redis.call('GET', counter) or '0')
+local _, last = records(lock, counter)
+local cur = last or 0
 local want = tonumber(token)
 if reentry ~= '' then
   local v = redis.call('GET', lock)
