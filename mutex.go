@@ -438,17 +438,21 @@ func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	var t *time.Timer
+	var answer error // the last error that came from the backend, not the bound
 	for n := 1; ; n++ {
 		err := m.c.backend.Release(rctx, l)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			answer = err
+		}
 		if settled(err) || rctx.Err() != nil {
 			if t != nil {
 				t.Stop()
 			}
-			return err
+			return releaseFailed(err, answer)
 		}
 		delay := releaseBackoff.Next(n)
 		if d, _ := rctx.Deadline(); time.Until(d) <= delay {
-			return err // no time for another attempt
+			return releaseFailed(err, answer) // no time for another attempt
 		}
 		if t == nil {
 			t = time.NewTimer(delay)
@@ -458,9 +462,20 @@ func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
 		select {
 		case <-t.C:
 		case <-rctx.Done():
-			return err
+			return releaseFailed(err, answer)
 		}
 	}
+}
+
+// releaseFailed is the error of a release whose last attempt failed with
+// err. When that attempt only ran out of time, the backend's last real
+// answer (a refused connection, say) is what the caller needs to hear, so
+// it is named beside the deadline.
+func releaseFailed(err, answer error) error {
+	if err == nil || answer == nil || err == answer || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w (the attempt before: %w)", err, answer)
 }
 
 // releaseBackoff paces the repeats of a release whose outcome is unknown:
