@@ -89,6 +89,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	}
 	if rdb != nil {
 		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
+		warnClientOptions(rdb)
 	}
 	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	return b
