@@ -74,14 +74,7 @@ func TestGocronDistributed(t *testing.T) {
 					defer cancel()
 					var scheds []gocron.Scheduler
 					for range 3 {
-						c, err := distlock.Open(ctx, url)
-						if err != nil {
-							t.Fatal(err)
-						}
-						t.Cleanup(func() { c.Close() })
-						if err := c.DeclareFresh(ctx); err != nil {
-							t.Fatal(err)
-						}
+						c := openFresh(t, ctx, url)
 						var so []gocron.SchedulerOption
 						if tc.sched != nil {
 							so = tc.sched(t, c, key)
