@@ -95,3 +95,34 @@ func TestStatusSemaphore(t *testing.T) {
 		t.Errorf("JSON: %s; want kind permit, holds 2, limit 3", r.stdout)
 	}
 }
+
+// TestDeclareFresh: run refused by a new server's restart guard says how
+// to end it; declare-fresh --force ends it, and refuses without --force;
+// a backend without a guard has nothing to declare.
+func TestDeclareFresh(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t, testserver.AsRestarted())
+	u := "redis://" + srv.Addr() + "/0"
+	r := runBin(t, "run", "--url", u, "--wait", "0", "fresh", "--", "true")
+	wantCode(t, r, exitUnavailable)
+	wantOneLine(t, r.stderr, "restart guard")
+	if !strings.Contains(r.stderr, "'distlock declare-fresh --force' ends the wait") {
+		t.Errorf("stderr %q does not say how to end the guard", r.stderr)
+	}
+	r = runBin(t, "declare-fresh", "--url", u)
+	wantCode(t, r, exitUsage)
+	wantOneLine(t, r.stderr, "add --force")
+	r = runBin(t, "declare-fresh", "--force", "--url", u)
+	wantCode(t, r, exitOK)
+	if !strings.Contains(r.stdout, "declared fresh") {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	r = runBin(t, "run", "--url", u, "--wait", "0", "fresh", "--", "true")
+	wantCode(t, r, exitOK)
+
+	r = runInProcess(t, "declare-fresh", "--force", "--url", "mem://")
+	wantCode(t, r, exitOK)
+	if !strings.Contains(r.stdout, "no restart guard") {
+		t.Errorf("mem://: stdout %q; want it to say there is no guard", r.stdout)
+	}
+}

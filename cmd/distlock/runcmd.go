@@ -388,7 +388,7 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	if errors.Is(err, distlock.ErrNotObtained) {
 		guard = c.guardNote(actx, b, o.key)
 		if guard != "" && (o.wait.forever || o.wait.d > 0) {
-			fmt.Fprintf(c.stderr, "distlock run: %q is free, but %s; waiting\n", o.key, guard)
+			fmt.Fprintf(c.stderr, "distlock run: %q is free, but %s; waiting (%s)\n", o.key, guard, freshHint)
 		}
 	}
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
@@ -433,7 +433,7 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 		}
 		if !o.wait.forever && o.wait.d == 0 {
 			if guard != "" {
-				return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: it is free, but %s", o.key, guard)
+				return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: it is free, but %s; %s", o.key, guard, freshHint)
 			}
 			return nil, c.conflict(o, "lock %q is held elsewhere", o.key)
 		}
