@@ -105,17 +105,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // wakes one of them rather than all. Backend errors are retried
 // with the same owner token, so an attempt whose reply was lost but which
 // was applied is recognised as success.
-func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
-	if ctx == nil || m == nil || m.c == nil {
-		return m.lock(ctx)
-	}
-	ctx, stop := m.c.held.bind(ctx) // Close ends the wait
-	defer stop()
-	l, err := m.lock(ctx)
-	return l, closedErr(ctx, err)
-}
-
-func (m *Mutex) lock(ctx context.Context) (*Lock, error) {
+func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 	req, err := m.request(ctx)
 	if err != nil {
 		return nil, err
@@ -136,6 +126,7 @@ func (m *Mutex) lock(ctx context.Context) (*Lock, error) {
 	}
 	w := wait{m: m, req: req}
 	defer w.stop()
+	bound := false
 	for {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)
@@ -163,6 +154,15 @@ func (m *Mutex) lock(ctx context.Context) (*Lock, error) {
 				return m.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
 			}
 			g = g2 // gone meanwhile: wait again
+		}
+		if !bound {
+			// About to wait: Close of the client ends the wait. The
+			// first attempt, most often the only one, costs nothing.
+			var stop func()
+			ctx, stop = m.c.held.bind(ctx)
+			defer stop()
+			defer func() { lockErr = closedErr(ctx, lockErr) }()
+			bound = true
 		}
 		if w.sleep(ctx, g, err) {
 			continue
