@@ -13,16 +13,24 @@ import (
 	"github.com/distlock-go/distlock/redislock"
 )
 
-// TestCloseReleases: Close of a client made with New releases the locks it
-// holds (another client takes them at once, long before their TTL), ends
-// a waiting Lock, refuses new locks, and leaves the caller's Redis client
-// open.
-func TestCloseReleases(t *testing.T) {
+// redisBackend returns a go-redis client of a new redis-server, set up as
+// the package docs say, and a backend on it, both closed when t ends.
+func redisBackend(t *testing.T) (*redis.Client, *redislock.Backend) {
+	t.Helper()
 	srv := testserver.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { rdb.Close() })
 	b := redislock.New(rdb)
 	t.Cleanup(func() { b.Close() })
+	return rdb, b
+}
+
+// TestCloseReleases: Close of a client made with New releases the locks it
+// holds (another client takes them at once, long before their TTL), ends
+// a waiting Lock, refuses new locks, and leaves the caller's Redis client
+// open.
+func TestCloseReleases(t *testing.T) {
+	rdb, b := redisBackend(t)
 	ctx := context.Background()
 	ttl := distlock.WithTTL(30 * time.Second) // far longer than the test: only a release frees the keys
 	c := distlock.New(b, ttl)

@@ -7,21 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/internal/testserver"
-	"github.com/distlock-go/distlock/redislock"
 )
 
 // TestLongTTLRefusalSaysWhatToDo: a TTL above the Redis backend's maximum
 // lease is refused with an error that is an invalid TTL and says what to
 // do instead: rely on the watchdog, or raise the maximum.
 func TestLongTTLRefusalSaysWhatToDo(t *testing.T) {
-	srv := testserver.StartRedis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { rdb.Close() })
-	c := distlock.New(redislock.New(rdb))
+	_, b := redisBackend(t)
+	c := distlock.New(b)
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 
