@@ -105,7 +105,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // wakes one of them rather than all. Backend errors are retried
 // with the same owner token, so an attempt whose reply was lost but which
 // was applied is recognised as success.
-func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 	req, err := m.request(ctx)
 	if err != nil {
 		return nil, err
@@ -126,6 +126,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	}
 	w := wait{m: m, req: req}
 	defer w.stop()
+	bound := false
 	for {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)
@@ -153,6 +154,15 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 				return m.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
 			}
 			g = g2 // gone meanwhile: wait again
+		}
+		if !bound {
+			// About to wait: Close of the client ends the wait. The
+			// first attempt, most often the only one, costs nothing.
+			var stop func()
+			ctx, stop = m.c.held.bind(ctx)
+			defer stop()
+			defer func() { lockErr = closedErr(ctx, lockErr) }()
+			bound = true
 		}
 		if w.sleep(ctx, g, err) {
 			continue
@@ -505,7 +515,11 @@ func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g 
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
 			m.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
 	}
-	return startLock(ctx, m, l, start, g, ambiguous, cl), nil
+	if lk := startLock(ctx, m, l, start, g, ambiguous, cl); lk != nil {
+		return lk, nil
+	}
+	m.abandon(context.Background(), l, false)
+	return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ErrClientClosed))
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails
@@ -533,8 +547,25 @@ func (m *Mutex) refusal(err error) error {
 	if errors.Is(err, driver.ErrKindMismatch) { // the error names the key and both kinds
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
+	if longTTLRefused(err, m.opts.ttl) {
+		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, m.key, m.opts.ttl, err, longTTLAdvice)
+	}
 	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
 }
+
+// longTTLRefused reports whether err is a backend's refusal of a TTL
+// longer than its maximum lease (the Redis backends' restart guard): an
+// unsupported request whose TTL is above [DefaultTTL], which every
+// backend accepts. The kinds of lock a backend lacks are refused before
+// it is asked.
+func longTTLRefused(err error, ttl time.Duration) bool {
+	return ttl > DefaultTTL && errors.Is(err, errors.ErrUnsupported)
+}
+
+// longTTLAdvice follows the refusal of a long TTL: what to do instead.
+const longTTLAdvice = "a lock held for longer needs no long TTL: the watchdog renews the lease while the lock is held (unless WithoutAutoRefresh), " +
+	"so keep the TTL short (the default is 30s) and it only bounds how long a crashed holder keeps the key; " +
+	"or raise the backend's maximum lease on every client (redislock.WithMaxTTL, redlock.WithMaxTTL, max_ttl in a URL)"
 
 // guardError is the error of an attempt that the restart guard refused.
 func guardError(key string, g driver.Grant) error {

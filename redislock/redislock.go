@@ -94,6 +94,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	}
 	if rdb != nil {
 		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
+		warnClientOptions(rdb)
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
 		b.prefixErr = redisnode.CheckPrefix(b.prefix)
