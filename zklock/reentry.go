@@ -157,7 +157,7 @@ func (b *Backend) createReentrant(lk lease, req driver.Request, parent, rh, oh s
 		data.Holds = map[string]int64{oh: ms(req.TTL)}
 	}
 	data.settle()
-	_, _, err = b.create(lk, parent, reentrantPrefix+"-"+rh+"-", data, zk.FlagSequence, rh)
+	_, err = b.create(lk, parent, reentrantPrefix+"-"+rh+"-", data, zk.FlagSequence, rh)
 	return driver.Grant{}, false, err // look again: another node may have come first
 }
 

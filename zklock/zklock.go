@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,8 @@ import (
 // DefaultRoot is the znode under which locks live unless [WithRoot] is given.
 const DefaultRoot = "/distlock"
 
-// clockName is the child of the root that every acquisition writes in the
-// same transaction as its node, to learn the leader's time and the zxid.
+// clockName is the child of the root that a client writes to learn the
+// leader's time, when it finds a lease in its way that may have lapsed.
 const clockName = ".clock"
 
 // receiptTTL is how long a release is remembered, so that its repeat
@@ -67,6 +68,7 @@ type Backend struct {
 	receipts map[driver.Lease]time.Time
 	refused  map[lease]time.Time // owners whose last attempt was refused, and left no node
 	purged   time.Time           // when refused was last rid of old entries
+	plain    map[string][]*watch // the open watches of plain mutex waiters, by key (see plainPlace)
 	sess     *session
 	closed   chan struct{}
 	once     sync.Once
@@ -82,7 +84,10 @@ type node struct {
 	token   uint64 // the node's creation zxid
 	version int32  // its version after this client's last write
 	data    nodeData
-	reentry string // the identity hash of a re-entrant lease's node, else ""
+	reentry string    // the identity hash of a re-entrant lease's node, else ""
+	wrote   time.Time // when this client sent its last write of the node, if known
+	sess    int64     // the session of this client's last call that saw the node
+	first   bool      // a watch saw the only node ahead of it leave: it is first in line
 }
 
 // session is one ZooKeeper session of the connection; lost closes when it
@@ -140,7 +145,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
 		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), closed: make(chan struct{})}
+		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -316,7 +321,9 @@ func checkRequest(req driver.Request) error {
 }
 
 // Acquire implements driver.Backend. A first attempt creates the owner's
-// node and lists the line in two round trips; a blocked one checks whether
+// node, in one round trip when the node is alone in its line, and lists
+// the line otherwise; a waiter told by its watch that it is first takes
+// the lock without a round trip (see handedOver). A blocked one checks whether
 // the lease in its way lapsed, and keeps its place (Queue > 0) or leaves.
 // The retry of a refused attempt that kept no place lists the line first,
 // and makes a node only if it would get in. A re-entrant request is the
@@ -347,6 +354,9 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 	parent := b.linePath(req.Key)
 	h := ownerHash(req.Owner)
 	lk := lease{req.Key, req.Owner}
+	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(lk) {
+		req.Queue = plainPlace(req.TTL)
+	}
 	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
 	n, err := b.locate(lk, parent, h)
 	if err != nil {
@@ -354,9 +364,13 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 	}
 	var now int64 // the leader's clock at our last write
 	if n != nil { // a repeat: renew the node as a holding, in case it is one
+		if g, ok := b.handedOver(lk, n, req); ok {
+			return g, nil
+		}
 		if n.data.Held {
 			data.Since = n.data.Since
 		}
+		sent := time.Now()
 		st, err := b.conn.Set(n.path, data.encode(), -1)
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // it lapsed or was expired: start over
@@ -365,7 +379,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		case err != nil:
 			return driver.Grant{}, err
 		default:
-			n.token, n.data, n.version, now = uint64(st.Czxid), data, st.Version, st.Mtime
+			n.token, n.data, n.version, now, n.wrote = uint64(st.Czxid), data, st.Version, st.Mtime, sent
 			b.noteClock(st.Mtime)
 		}
 	}
@@ -387,8 +401,13 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 	}
 	if n == nil {
-		if n, now, err = b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
+		c, err := b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, "")
+		if err != nil {
 			return driver.Grant{}, err
+		}
+		n, now = c.n, c.now
+		if c.kids == 1 { // alone in the line: first, of no kind but its own
+			return b.granted(lk, n, req), nil
 		}
 	}
 	for tries := 0; ; tries++ {
@@ -419,8 +438,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
 			b.remember(lk, n)
-			b.setRefused(lk, false)
-			return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validFor(req.TTL), Lost: b.lostChan()}, nil
+			return b.granted(lk, n, req), nil
 		}
 		freed, until, err := b.clearLapsed(parent, bs, &now)
 		if err != nil {
@@ -437,6 +455,86 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 	}
 }
 
+// handedOver grants req at once, without a round trip, to the owner's
+// node n waiting in line, once a watch saw the only node ahead of it leave
+// (see watch.arm): a node that comes later is behind it. Its lease is
+// what is left of its place, counted from this client's last write of
+// it; the caller extends it at once (a short grant). It declines when too
+// little is left, or when the session changed since (the node went with
+// the old one): the attempt then writes and lists as usual.
+func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Grant, bool) {
+	if !n.first || n.data.Held || n.wrote.IsZero() || n.reentry != "" {
+		return driver.Grant{}, false
+	}
+	valid := b.validFor(time.Duration(n.data.Span) * time.Millisecond)
+	left := time.Until(n.wrote.Add(valid))
+	if left < valid/2 || n.sess != b.conn.SessionID() {
+		return driver.Grant{}, false
+	}
+	left = min(left, b.validFor(req.TTL))
+	n.data.Held, n.data.Since, n.data.Meta = true, time.Now().UnixMilli(), req.Meta
+	b.mu.Lock()
+	if m := b.nodes[lk]; m != nil && m.path == n.path && m.version == n.version {
+		m.data = n.data
+	}
+	b.mu.Unlock()
+	b.setRefused(lk, false)
+	return driver.Grant{Acquired: true, Token: n.token, ValidFor: left, Lost: b.lostChan()}, true
+}
+
+// markFirst records that the owner's node, named name, is first in line.
+func (b *Backend) markFirst(lk lease, name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.nodes[lk]; n != nil && n.path != "" && path.Base(n.path) == name {
+		n.first = true
+	}
+}
+
+// plainPlace is how long a plain mutex waiter's place in line lasts
+// unrenewed. A plain waiter keeps a place while its Lock waits, as a fair
+// one does, so that a holder that asks again at once queues behind it.
+// The waiter's attempts renew it, as often as its safety poll (a second
+// by default) or the lease in its way says; the place lasts as long as
+// the lease, and at least as long as a fair waiter's place by default.
+// The waiter's Lock removes it when it returns (when the watch closes),
+// or its session does.
+func plainPlace(ttl time.Duration) time.Duration { return max(ttl, 3*time.Second) }
+
+// bindPlain reports whether the owner's attempt is a plain Lock's that
+// waits, and so keeps a place: the owner's watch is open, or the owner's
+// last attempt was refused and one of the key's plain watches, opened by
+// the Lock after that refusal, has no owner yet (the waiters of one
+// Client for a plain mutex ask one at a time). A TryLock's owner is new
+// at each call, and never refused before.
+func (b *Backend) bindPlain(lk lease) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var free *watch
+	for _, w := range b.plain[lk.key] {
+		switch w.owner() {
+		case lk.owner:
+			return true
+		case "":
+			free = w
+		}
+	}
+	if free == nil {
+		return false
+	}
+	if at, ok := b.refused[lk]; !ok || time.Since(at) >= refusalTTL {
+		return false
+	}
+	free.bind(lk.owner)
+	return true
+}
+
+// granted is the grant of req to the owner's node n, just written.
+func (b *Backend) granted(lk lease, n *node, req driver.Request) driver.Grant {
+	b.setRefused(lk, false)
+	return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validFor(req.TTL), Lost: b.lostChan()}
+}
+
 // wait ends a refused attempt: a waiter keeps its place for req.Queue,
 // an attempt that does not wait removes its node.
 func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duration) (driver.Grant, error) {
@@ -449,6 +547,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		return driver.Grant{RetryAfter: retry}, nil
 	}
 	n.data = nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
+	n.wrote = time.Now()
 	st, err := b.conn.Set(n.path, n.data.encode(), -1)
 	if errors.Is(err, zk.ErrNoNode) {
 		b.forget(lk)
@@ -554,39 +653,54 @@ func (b *Backend) setRefused(lk lease, refused bool) {
 // needs: a container left empty may be deleted between those and its own.
 const makeTries = 4
 
+// created is the outcome of create: the node, the leader's clock at its
+// creation, and how many children the line had just after it.
+type created struct {
+	n    *node
+	now  int64
+	kids int32
+}
+
 // create makes the owner's node (reentry: a re-entrant lease's, for that
-// identity hash), in one transaction with a write of the clock node,
+// identity hash), in one transaction with a write of the line's own data,
 // whose stat gives the transaction's zxid (the new node's creation zxid:
-// its fencing token) and the leader's time. The owner is marked
-// uncertain first, so that if the reply is lost, the next call looks for
-// the node by its name instead of making another.
-func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int32, reentry string) (*node, int64, error) {
+// its fencing token), the leader's time, and the number of children the
+// line has with the new node: a node alone in its line is first, and
+// needs no listing. The owner is marked uncertain first, so that if the
+// reply is lost, the next call looks for the node by its name instead of
+// making another.
+func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int32, reentry string) (created, error) {
 	b.mu.Lock()
 	b.nodes[lk] = &node{reentry: reentry}
 	b.mu.Unlock()
 	for tries := 0; ; tries++ {
+		sent := time.Now()
 		res, err := b.conn.Multi(
-			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: zk.WorldACL(zk.PermAll), Flags: flags},
-			&zk.SetDataRequest{Path: b.root + "/" + clockName, Version: -1},
+			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: worldACL, Flags: flags},
+			&zk.SetDataRequest{Path: parent, Version: -1},
 		)
 		if errors.Is(err, zk.ErrNoNode) && tries < makeTries {
 			if err := b.makeLine(parent, tries > 0); err != nil {
-				return nil, 0, err
+				return created{}, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return created{}, err
 		}
 		if len(res) != 2 || res[1].Stat == nil {
-			return nil, 0, errors.New("zklock: malformed multi reply")
+			return created{}, errors.New("zklock: malformed multi reply")
 		}
-		b.noteClock(res[1].Stat.Mtime)
-		n := &node{path: res[0].String, token: uint64(res[1].Stat.Mzxid), data: data, reentry: reentry}
+		st := res[1].Stat
+		b.noteClock(st.Mtime)
+		n := &node{path: res[0].String, token: uint64(st.Mzxid), data: data, reentry: reentry, wrote: sent}
 		b.remember(lk, n)
-		return n, res[1].Stat.Mtime, nil
+		return created{n: n, now: st.Mtime, kids: st.NumChildren}, nil
 	}
 }
+
+// worldACL is the ACL of every node: zk.WorldACL makes a new slice each call.
+var worldACL = zk.WorldACL(zk.PermAll)
 
 // makeLine creates the key's node and its line, as containers, and with
 // root (or when the key's node cannot be made), the root and its clock
@@ -679,7 +793,11 @@ func (b *Backend) entry(lk lease) (node, bool) {
 
 func (b *Backend) remember(lk lease, n *node) {
 	c := *n
+	c.sess = b.conn.SessionID()
 	b.mu.Lock()
+	if old := b.nodes[lk]; old != nil && old.path == c.path && old.first {
+		c.first = true // learned by a watch meanwhile: the node is still there
+	}
 	b.nodes[lk] = &c
 	b.watchLapseLocked(lk, &c)
 	b.mu.Unlock()
@@ -866,21 +984,29 @@ func (b *Backend) receipt(l driver.Lease) {
 }
 
 // deleteNode deletes n if its version is version (-1: any); a holding's
-// token becomes the key's last token unless a later one is there.
+// token becomes the key's last token unless a later one is there. A
+// mutex's or a writer's holding is the key's only one while its node is
+// there, and so the latest: its delete and the token's write go in one
+// round trip. A reader or a permit may leave after a later holding: the
+// last token is read first, and written only if not later.
 func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 	if !n.data.Held {
 		return b.conn.Delete(n.path, version)
 	}
-	raw, st, err := b.conn.Get(keyNode(parent))
-	if err != nil {
-		return err
-	}
-	if last, _ := strconv.ParseUint(string(raw), 10, 64); last >= n.token {
-		return b.conn.Delete(n.path, version)
+	kv := int32(-1)
+	if c, _ := parseChild(path.Base(n.path)); c.kind == driver.Read || c.kind == driver.Permit {
+		raw, st, err := b.conn.Get(keyNode(parent))
+		if err != nil {
+			return err
+		}
+		if last, _ := strconv.ParseUint(string(raw), 10, 64); last >= n.token {
+			return b.conn.Delete(n.path, version)
+		}
+		kv = st.Version
 	}
 	res, err := b.conn.Multi(
 		&zk.DeleteRequest{Path: n.path, Version: version},
-		&zk.SetDataRequest{Path: keyNode(parent), Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
+		&zk.SetDataRequest{Path: keyNode(parent), Data: strconv.AppendUint(nil, n.token, 10), Version: kv},
 	)
 	for _, r := range res {
 		if r.Error != nil && err == nil {
@@ -929,6 +1055,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, driver.ErrNotHeld
 		}
 		n.data.Span = ms(ttl)
+		n.wrote = time.Now()
 		st, err := b.conn.Set(n.path, n.data.encode(), -1)
 		if errors.Is(err, zk.ErrNoNode) {
 			b.forget(lk)
@@ -1011,7 +1138,10 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 	}
 	for _, c := range holders(kids, limit) {
 		d, ok := get(c)
-		if !ok || !d.Held {
+		// The first node of a mutex or a writer holds the lock, granted
+		// or not yet: its owner takes it without asking the ensemble
+		// again (see handedOver).
+		if !ok || !d.Held && (c.reentrant || c.kind != driver.Exclusive && c.kind != driver.Write) {
 			continue
 		}
 		st := stats[c.name]
