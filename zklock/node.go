@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
@@ -38,7 +40,8 @@ func namePrefix(kind driver.Kind, limit int) string {
 // ownerHash names owner in node names without showing it: whoever knows
 // an owner token can release its lock.
 func ownerHash(owner string) string {
-	sum := sha256.Sum256([]byte("distlock-owner:" + owner))
+	var buf [64]byte
+	sum := sha256.Sum256(append(append(buf[:0], "distlock-owner:"...), owner...))
 	return hex.EncodeToString(sum[:12])
 }
 
@@ -224,9 +227,53 @@ func (d *nodeData) settle() {
 	}
 }
 
+// encode writes d as JSON. The fields of a plain holding or waiter are
+// written by hand, and its Meta, the same map on every call of a client,
+// is encoded once: json.Marshal would allocate a dozen times per call.
 func (d nodeData) encode() []byte {
-	b, _ := json.Marshal(d) // a struct of plain fields: cannot fail
-	return b
+	if len(d.Holds) > 0 || len(d.Waits) > 0 {
+		b, _ := json.Marshal(d) // a struct of plain fields: cannot fail
+		return b
+	}
+	meta := encodeMeta(d.Meta)
+	b := make([]byte, 0, 64+len(meta))
+	b = strconv.AppendInt(append(b, `{"span":`...), d.Span, 10)
+	if d.Held {
+		b = append(b, `,"held":true`...)
+	}
+	if d.Limit != 0 {
+		b = strconv.AppendInt(append(b, `,"limit":`...), int64(d.Limit), 10)
+	}
+	if d.Since != 0 {
+		b = strconv.AppendInt(append(b, `,"since":`...), d.Since, 10)
+	}
+	if len(meta) > 0 {
+		b = append(append(b, `,"meta":`...), meta...)
+	}
+	return append(b, '}')
+}
+
+// metaJSON is a Meta map and its JSON.
+type metaJSON struct {
+	m    map[string]string
+	json []byte
+}
+
+// lastMeta is the Meta map encoded last.
+var lastMeta atomic.Pointer[metaJSON]
+
+// encodeMeta returns m as JSON (nil for an empty map), encoding it only
+// if it is not the map encoded last: a request's Meta is read-only.
+func encodeMeta(m map[string]string) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	if c := lastMeta.Load(); c != nil && reflect.ValueOf(c.m).UnsafePointer() == reflect.ValueOf(m).UnsafePointer() {
+		return c.json
+	}
+	js, _ := json.Marshal(m) // strings: cannot fail
+	lastMeta.Store(&metaJSON{m: m, json: js})
+	return js
 }
 
 func decodeData(b []byte) nodeData {
@@ -242,6 +289,14 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // contain '/' or collide with the clock node (which starts with '.').
 func escapeKey(key string) string {
 	const hexd = "0123456789ABCDEF"
+	plain := true
+	for i := 0; i < len(key) && plain; i++ {
+		c := key[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == ':' || c == '-'
+	}
+	if plain {
+		return key
+	}
 	var b strings.Builder
 	for i := 0; i < len(key); i++ {
 		c := key[i]

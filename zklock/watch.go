@@ -91,6 +91,7 @@ type armed struct {
 	events   <-chan zk.Event
 	now      bool
 	sole     string // the waiter's node, when the watched node is the only one ahead of it
+	first    bool   // the waiter's node is first: nothing is watched (see loop)
 	children bool
 	names    []string
 	cversion int32
@@ -155,6 +156,11 @@ func (w *watch) arm() (armed, error) {
 	case hash != "":
 		i = find(kids, hash)
 	}
+	if i == 0 && (kids[0].kind == driver.Exclusive || kids[0].kind == driver.Write) && !kids[0].reentrant {
+		// First: the waiter takes the lock at its next attempt.
+		w.b.markFirst(lease{w.lk.key, w.owner()}, kids[0].name)
+		return armed{now: true, first: true}, nil
+	}
 	switch {
 	case len(kids) == 0 || i == 0:
 		return anyChange(true)
@@ -200,38 +206,41 @@ func (w *watch) loop(a armed) {
 		}
 		fired = false
 		var ev zk.Event
+		events := a.events
+		if a.first {
+			// The waiter's attempt takes the lock without a round trip,
+			// and its Lock then closes the watch: look at the line again
+			// only if the watch is still wanted a while later.
+			events = nil
+		}
 		select {
-		case ev = <-a.events:
+		case ev = <-events:
+		case <-afterIf(a.first, handOverGrace):
+			ev.Type = zk.EventNodeDataChanged // no news: only look again
 		case <-w.rearm:
-			ev.Type = zk.EventNodeDataChanged // no news: only set the watch again
+			ev.Type = zk.EventNodeDataChanged
 		case <-w.stop:
 			return
 		case <-w.b.closed:
 			return
 		}
+		deleted := ev.Type == zk.EventNodeDeleted && !a.children
+		if deleted && a.sole != "" {
+			w.b.markFirst(lease{w.lk.key, w.owner()}, a.sole)
+			w.fire()
+			a, fired = armed{first: true}, true
+			continue
+		}
 		// A node ahead renewing its lease or place lets no one in, and
 		// a change of the line may have only added nodes: the new watch
-		// tells. Anything else may let the waiter in.
-		if a.sole != "" && ev.Type == zk.EventNodeDeleted {
-			w.b.markFirst(lease{w.lk.key, w.owner()}, a.sole)
-		}
+		// tells. The waiter's predecessor leaving lets it in if no node
+		// is left ahead: the listing tells, and marks it first (see
+		// arm), before it is woken. Anything else may let the waiter in.
 		sift := ev.Type == zk.EventNodeChildrenChanged && a.children
-		if ev.Type != zk.EventNodeDataChanged && !sift {
+		listFirst := deleted && w.owner() != ""
+		if ev.Type != zk.EventNodeDataChanged && !sift && !listFirst {
 			w.fire()
 			fired = true
-		}
-		if a.sole != "" && ev.Type == zk.EventNodeDeleted {
-			// The waiter's attempt takes the lock without a round trip,
-			// and its Lock then closes the watch: list the line again
-			// only if the watch is still wanted a while later.
-			select {
-			case <-time.After(handOverGrace):
-			case <-w.rearm:
-			case <-w.stop:
-				return
-			case <-w.b.closed:
-				return
-			}
 		}
 		prev := a
 		for {
@@ -254,6 +263,14 @@ func (w *watch) loop(a armed) {
 			fired = true
 		}
 	}
+}
+
+// afterIf is time.After(d) if cond, else a channel that never receives.
+func afterIf(cond bool, d time.Duration) <-chan time.Time {
+	if !cond {
+		return nil
+	}
+	return time.After(d)
 }
 
 func (w *watch) fire() {
@@ -296,7 +313,7 @@ func (b *Backend) leavePlain(w *watch) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.sessionTimeout())
 	defer cancel()
 	_, _ = run(ctx, serial(b, owner, func() (struct{}, error) {
-		n, err := b.locate(lk, w.parent, ownerHash(owner))
+		n, err := b.locate(lk, w.parent)
 		if err != nil || n == nil || n.data.Held {
 			return struct{}{}, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"path"
 	"strconv"
@@ -241,12 +240,19 @@ func run[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}
 }
 
+// stripe returns the mutex of owner's calls: its FNV-1a hash picks one.
+func (b *Backend) stripe(owner string) *sync.Mutex {
+	h := uint32(2166136261)
+	for i := 0; i < len(owner); i++ {
+		h = (h ^ uint32(owner[i])) * 16777619
+	}
+	return &b.owners[h%uint32(len(b.owners))]
+}
+
 // serial runs f while holding the stripe of owner.
 func serial[T any](b *Backend, owner string, f func() (T, error)) func() (T, error) {
 	return func() (T, error) {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(owner))
-		m := &b.owners[h.Sum32()%uint32(len(b.owners))]
+		m := b.stripe(owner)
 		m.Lock()
 		defer m.Unlock()
 		return f()
@@ -358,18 +364,21 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		req.Queue = plainPlace(req.TTL)
 	}
 	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
-	n, err := b.locate(lk, parent, h)
+	n, err := b.locate(lk, parent)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	var now int64 // the leader's clock at our last write
-	if n != nil { // a repeat: renew the node as a holding, in case it is one
+	var now int64   // the leader's clock at our last write
+	stamped := true // the node's data holds the lease asked for
+	if n != nil && !n.data.Held {
+		// A waiter's attempt: it is marked held only if it gets in.
 		if g, ok := b.handedOver(lk, n, req); ok {
 			return g, nil
 		}
-		if n.data.Held {
-			data.Since = n.data.Since
-		}
+		stamped = false
+	}
+	if n != nil && n.data.Held { // a repeat: renew the holding
+		data.Since = n.data.Since
 		sent := time.Now()
 		st, err := b.conn.Set(n.path, data.encode(), -1)
 		switch {
@@ -437,12 +446,35 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
+			if !stamped {
+				// First in line: nothing can come ahead of it now, and
+				// the write starts the lease.
+				sent := time.Now()
+				st, err := b.conn.Set(n.path, data.encode(), -1)
+				if errors.Is(err, zk.ErrNoNode) {
+					b.forget(lk)
+					return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+				}
+				if err != nil {
+					return driver.Grant{}, err
+				}
+				n.data, n.version, n.wrote = data, st.Version, sent
+				b.noteClock(st.Mtime)
+			}
 			b.remember(lk, n)
 			return b.granted(lk, n, req), nil
+		}
+		if req.Kind == driver.Exclusive {
+			// Only the first node holds a mutex: a lapsed node behind it
+			// is cleared once it is first, by the attempt after it.
+			bs = bs[:1]
 		}
 		freed, until, err := b.clearLapsed(parent, bs, &now)
 		if err != nil {
 			return driver.Grant{}, err
+		}
+		if now == 0 {
+			now = b.leaderNow()
 		}
 		retry := max(time.Duration(until-now)*time.Millisecond, time.Millisecond)
 		if freed {
@@ -546,7 +578,14 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		b.setRefused(lk, true)
 		return driver.Grant{RetryAfter: retry}, nil
 	}
-	n.data = nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
+	place := nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
+	if !n.data.Held && n.data.Span == place.Span && !n.wrote.IsZero() && time.Since(n.wrote) < req.Queue/3 {
+		// Renewed lately: its place lasts at least two thirds of Queue,
+		// and the waiter tries again within a third.
+		b.remember(lk, n)
+		return driver.Grant{RetryAfter: retry}, nil
+	}
+	n.data = place
 	n.wrote = time.Now()
 	st, err := b.conn.Set(n.path, n.data.encode(), -1)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -735,7 +774,7 @@ func (b *Backend) makeLine(line string, root bool) error {
 
 // locate returns the owner's node: known to this client, or found by name
 // after a call whose reply was lost. It is nil when there is none.
-func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
+func (b *Backend) locate(lk lease, parent string) (*node, error) {
 	b.mu.Lock()
 	n, ok := b.nodes[lk]
 	b.mu.Unlock()
@@ -761,7 +800,7 @@ func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
 		return nil, err
 	}
 	kids := line(names)
-	i := find(kids, h)
+	i := find(kids, ownerHash(lk.owner))
 	if i < 0 {
 		b.forget(lk)
 		return nil, nil
@@ -937,7 +976,7 @@ func (b *Backend) release(l driver.Lease) error {
 	if e, ok := b.entry(lk); ok && e.reentry != "" {
 		return b.releaseReentrant(l, parent, e)
 	}
-	n, err := b.locate(lk, parent, ownerHash(l.Owner))
+	n, err := b.locate(lk, parent)
 	if err != nil {
 		return err
 	}
@@ -1047,7 +1086,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 		if e, ok := b.entry(lk); ok && e.reentry != "" {
 			return b.refreshReentrant(lk, b.linePath(l.Key), e, ttl)
 		}
-		n, err := b.locate(lk, b.linePath(l.Key), ownerHash(l.Owner))
+		n, err := b.locate(lk, b.linePath(l.Key))
 		if err != nil {
 			return 0, err
 		}
