@@ -205,12 +205,25 @@ func holders(kids []child, limit func(child) int) []child {
 // longest hold's (the longest place's while it has no hold).
 type nodeData struct {
 	Span  int64             `json:"span"`            // milliseconds
+	Wait  int64             `json:"wait,omitempty"`  // ms: the place's length while not first, if shorter
 	Held  bool              `json:"held,omitempty"`  // a granted holding, not a waiter
 	Limit int               `json:"limit,omitempty"` // a permit's semaphore size
 	Since int64             `json:"since,omitempty"` // unix ms of the grant
 	Meta  map[string]string `json:"meta,omitempty"`
 	Holds map[string]int64  `json:"holds,omitempty"` // a re-entrant lease's holds: owner hash to ms
 	Waits map[string]int64  `json:"waits,omitempty"` // its waiters keeping a place: owner hash to ms
+}
+
+// lease is how long after its last write the node lapses: its Span if
+// it is first in line, and while it waits, its Wait if that is shorter.
+// A waiter's node made as a holding (in case it gets in at once) carries
+// its place's length as Wait: no write is then needed when it must wait.
+// Its owner trusts the shorter of the two from that write.
+func (d nodeData) lease(first bool) int64 {
+	if !first && d.Wait > 0 {
+		return min(d.Span, d.Wait)
+	}
+	return d.Span
 }
 
 // settle recomputes a re-entrant lease's Span and Held from its holds
@@ -238,6 +251,9 @@ func (d nodeData) encode() []byte {
 	meta := encodeMeta(d.Meta)
 	b := make([]byte, 0, 64+len(meta))
 	b = strconv.AppendInt(append(b, `{"span":`...), d.Span, 10)
+	if d.Wait != 0 {
+		b = strconv.AppendInt(append(b, `,"wait":`...), d.Wait, 10)
+	}
 	if d.Held {
 		b = append(b, `,"held":true`...)
 	}

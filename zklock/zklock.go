@@ -410,14 +410,21 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 	}
 	if n == nil {
-		c, err := b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, "")
+		made := data
+		if req.Queue > 0 {
+			made.Wait = ms(req.Queue) // if it must wait, it keeps this node as its place
+		}
+		c, err := b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", made, zk.FlagEphemeral|zk.FlagSequence, "")
 		if err != nil {
 			return driver.Grant{}, err
 		}
 		n, now = c.n, c.now
-		if c.kids == 1 { // alone in the line: first, of no kind but its own
+		if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
 			return b.granted(lk, n, req), nil
 		}
+		// A node that waited, for however short a time, may have been
+		// judged by its Wait: it is written as a holding if it gets in.
+		stamped = made.Wait == 0
 	}
 	for tries := 0; ; tries++ {
 		names, _, err := b.conn.Children(parent)
@@ -431,7 +438,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
 		}
 		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -469,7 +476,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			// is cleared once it is first, by the attempt after it.
 			bs = bs[:1]
 		}
-		freed, until, err := b.clearLapsed(parent, bs, &now)
+		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
 		if err != nil {
 			return driver.Grant{}, err
 		}
@@ -498,7 +505,7 @@ func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Gran
 	if !n.first || n.data.Held || n.wrote.IsZero() || n.reentry != "" {
 		return driver.Grant{}, false
 	}
-	valid := b.validFor(time.Duration(n.data.Span) * time.Millisecond)
+	valid := b.validFor(time.Duration(n.data.lease(false)) * time.Millisecond)
 	left := time.Until(n.wrote.Add(valid))
 	if left < valid/2 || n.sess != b.conn.SessionID() {
 		return driver.Grant{}, false
@@ -579,9 +586,11 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		return driver.Grant{RetryAfter: retry}, nil
 	}
 	place := nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
-	if !n.data.Held && n.data.Span == place.Span && !n.wrote.IsZero() && time.Since(n.wrote) < req.Queue/3 {
-		// Renewed lately: its place lasts at least two thirds of Queue,
-		// and the waiter tries again within a third.
+	if n.data.lease(false) == place.Span && !n.wrote.IsZero() && time.Since(n.wrote) < req.Queue/3 {
+		// Made or renewed lately as a place of this length: it lasts at
+		// least two thirds of Queue, and the waiter tries again within
+		// a third. This client knows it as a waiter's.
+		n.data.Held = false
 		b.remember(lk, n)
 		return driver.Grant{RetryAfter: retry}, nil
 	}
@@ -618,7 +627,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		kids := line(names)
 		var now int64 // learned only if needed
 		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
 			if err != nil {
 				return driver.Grant{}, false, err
 			}
@@ -641,7 +650,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
-		freed, until, err := b.clearLapsed(parent, bs, &now)
+		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
@@ -910,7 +919,9 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 	})()
 }
 
-// clearLapsed looks at the nodes in the way, in line order: one whose
+// clearLapsed looks at the nodes in the way, in line order (head is the
+// sequence of the line's first node, whose lease is judged by its Span
+// alone; see nodeData.Wait): one whose
 // lease (or place in line) lapsed on the leader's clock is deleted, unless
 // it was renewed meanwhile (the delete is conditional on its version). It
 // stops at the first node gone, and reports whether one went, and when
@@ -918,7 +929,7 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 // first to end among the permits. *now is the leader's clock at the
 // caller's last write, or 0: then a write learns it if a node seems to
 // have lapsed.
-func (b *Backend) clearLapsed(parent string, bs []child, now *int64) (freed bool, until int64, err error) {
+func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64) (freed bool, until int64, err error) {
 	for i, c := range bs {
 		raw, st, err := b.conn.Get(parent + "/" + c.name)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -927,7 +938,7 @@ func (b *Backend) clearLapsed(parent string, bs []child, now *int64) (freed bool
 		if err != nil {
 			return false, 0, err
 		}
-		lapse := st.Mtime + decodeData(raw).Span
+		lapse := st.Mtime + decodeData(raw).lease(c.seq == head)
 		if i == 0 || c.kind == driver.Permit && lapse < until {
 			until = lapse
 		}
