@@ -65,9 +65,10 @@ type Backend struct {
 	nodes    map[lease]*node       // this client's nodes, by key and owner
 	lapses   map[lease]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
 	receipts map[driver.Lease]time.Time
-	refused  map[lease]time.Time // owners whose last attempt was refused, and left no node
-	purged   time.Time           // when refused was last rid of old entries
-	plain    map[string][]*watch // the open watches of plain mutex waiters, by key (see plainPlace)
+	refused  map[lease]time.Time  // owners whose last attempt was refused, and left no node
+	purged   time.Time            // when refused was last rid of old entries
+	plain    map[string][]*watch  // the open watches of plain mutex waiters, by key (see plainPlace)
+	busy     map[string]time.Time // keys by when this client last found others in their line
 	sess     *session
 	closed   chan struct{}
 	once     sync.Once
@@ -144,7 +145,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
 		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), closed: make(chan struct{})}
+		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -392,7 +393,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			b.noteClock(st.Mtime)
 		}
 	}
-	if n == nil && req.Kind != driver.Exclusive && b.wasRefused(lk) {
+	if n == nil && (req.Kind != driver.Exclusive && b.wasRefused(lk) || req.Kind == driver.Exclusive && req.Queue <= 0 && b.isBusy(req.Key)) {
 		// A retry of a refused attempt looks before it makes a node, so
 		// that a waiter that cannot get in changes nothing in the line:
 		// readers and permits wait for any node to leave, and would wake
@@ -401,6 +402,9 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		// first would cost it a round trip, and the race for a released
 		// lock to the holder that asks again straight away (with 8
 		// workers on one key, waiters then starved for the whole run).
+		// A mutex attempt that keeps no place looks first too while the
+		// key is busy (a holder that asks again at once, a plain Lock's
+		// first attempt): it would make a node only to delete it.
 		g, blocked, err := b.peek(req, parent, h)
 		if blocked {
 			b.setRefused(lk, true)
@@ -422,6 +426,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
 			return b.granted(lk, n, req), nil
 		}
+		b.setBusy(req.Key)
 		// A node that waited, for however short a time, may have been
 		// judged by its Wait: it is written as a holding if it gets in.
 		stamped = made.Wait == 0
@@ -650,6 +655,19 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
+		if req.Kind == driver.Exclusive {
+			if !synced {
+				// A first attempt is refused only by a holding that
+				// was there when it began: the server may lag behind a
+				// release made before.
+				if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return driver.Grant{}, false, err
+				}
+				synced = true
+				continue
+			}
+			bs = bs[:1] // see acquire
+		}
 		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
 		if err != nil {
 			return driver.Grant{}, false, err
@@ -665,6 +683,34 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		}
 		return driver.Grant{RetryAfter: max(time.Duration(until-now)*time.Millisecond, time.Millisecond)}, true, nil
 	}
+}
+
+// busyFor is how long a key stays busy (see isBusy) after this client
+// last found others in its line.
+const busyFor = time.Second
+
+// isBusy reports whether this client found others in key's line lately.
+func (b *Backend) isBusy(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.busy[key]
+	return ok && time.Since(at) < busyFor
+}
+
+// setBusy records that this client found others in key's line, forgetting
+// the keys it has not found busy for a while.
+func (b *Backend) setBusy(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if len(b.busy) > 64 {
+		for k, at := range b.busy {
+			if now.Sub(at) >= busyFor {
+				delete(b.busy, k)
+			}
+		}
+	}
+	b.busy[key] = now
 }
 
 // wasRefused reports whether the owner's last attempt was refused, and
