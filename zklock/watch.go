@@ -122,6 +122,7 @@ var lineRead atomic.Pointer[func()]
 // arm sets the watch that the next release the waiter cares about fires.
 func (w *watch) arm() (armed, error) {
 	conn := w.b.conn
+	start := time.Now()
 	w.mu.Lock()
 	hash, name := w.hash, w.name
 	w.mu.Unlock()
@@ -193,6 +194,9 @@ func (w *watch) arm() (armed, error) {
 		// reused): watch the line instead, or nothing later would fire.
 		return anyChange(true)
 	}
+	if i > 0 && (kids[i].kind == driver.Exclusive || kids[i].kind == driver.Write) && !kids[i].reentrant {
+		w.b.markWatched(lease{w.lk.key, w.owner()}, kids[i].name, start)
+	}
 	return armed{events: events, sole: sole}, nil
 }
 
@@ -248,6 +252,7 @@ func (w *watch) loop(a armed) {
 			if a, err = w.arm(); err == nil {
 				break
 			}
+			w.b.unwatch(lease{w.lk.key, w.owner()})
 			w.fire() // the waiter's next attempt reports the error
 			fired = true
 			select {

@@ -88,6 +88,9 @@ type node struct {
 	wrote   time.Time // when this client sent its last write of the node, if known
 	sess    int64     // the session of this client's last call that saw the node
 	first   bool      // a watch saw the only node ahead of it leave: it is first in line
+	tried   time.Time // when this client's last attempt that listed the line began
+	watched time.Time // when a watch's listing that found the node waiting began, its watch then set
+	retryAt time.Time // when the lease in the way of the last refused attempt ends
 }
 
 // session is one ZooKeeper session of the connection; lost closes when it
@@ -376,8 +379,12 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		if g, ok := b.handedOver(lk, n, req); ok {
 			return g, nil
 		}
+		if g, ok := b.stillWaiting(n, req); ok {
+			return g, nil
+		}
 		stamped = false
 	}
+	tried := time.Now()
 	if n != nil && n.data.Held { // a repeat: renew the holding
 		data.Since = n.data.Since
 		sent := time.Now()
@@ -495,6 +502,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			}
 			retry = time.Millisecond
 		}
+		n.tried, n.retryAt = tried, time.Now().Add(retry)
 		return b.wait(lk, n, req, retry)
 	}
 }
@@ -524,6 +532,45 @@ func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Gran
 	b.mu.Unlock()
 	b.setRefused(lk, false)
 	return driver.Grant{Acquired: true, Token: n.token, ValidFor: left, Lost: b.lostChan()}, true
+}
+
+// stillWaiting refuses the attempt of a waiter without a round trip when
+// its watch, set by a listing made after the waiter's last attempt, has
+// not fired since: the node ahead is still there (or the watch would have
+// listed the line again, and marked the waiter first). It declines once
+// the lease in the way may have lapsed, or the place needs renewing, or
+// the session changed: the attempt then lists the line as usual. A
+// waiter that subscribes retries at once, and its watch's listing has
+// just answered that retry.
+func (b *Backend) stillWaiting(n *node, req driver.Request) (driver.Grant, bool) {
+	if n.tried.IsZero() || !n.watched.After(n.tried) || req.Queue <= 0 || n.sess != b.conn.SessionID() {
+		return driver.Grant{}, false
+	}
+	left := time.Until(n.retryAt)
+	if left <= 0 || n.data.lease(false) != ms(req.Queue) || time.Since(n.wrote) >= req.Queue/3 {
+		return driver.Grant{}, false
+	}
+	return driver.Grant{RetryAfter: left}, true
+}
+
+// markWatched records that a watch's listing, begun at start, found the
+// owner's node, named name, waiting, and set the watch on the node ahead.
+func (b *Backend) markWatched(lk lease, name string, start time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.nodes[lk]; n != nil && n.path != "" && path.Base(n.path) == name && start.After(n.watched) {
+		n.watched = start
+	}
+}
+
+// unwatch forgets that a watch listed the line for the owner's node: its
+// watch failed to be set again.
+func (b *Backend) unwatch(lk lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.nodes[lk]; n != nil {
+		n.watched = time.Time{}
+	}
 }
 
 // markFirst records that the owner's node, named name, is first in line.
@@ -889,8 +936,12 @@ func (b *Backend) remember(lk lease, n *node) {
 	c := *n
 	c.sess = b.conn.SessionID()
 	b.mu.Lock()
-	if old := b.nodes[lk]; old != nil && old.path == c.path && old.first {
-		c.first = true // learned by a watch meanwhile: the node is still there
+	if old := b.nodes[lk]; old != nil && old.path == c.path {
+		// Learned by a watch meanwhile: the node is still there.
+		c.first = c.first || old.first
+		if old.watched.After(c.watched) {
+			c.watched = old.watched
+		}
 	}
 	b.nodes[lk] = &c
 	b.watchLapseLocked(lk, &c)
