@@ -304,3 +304,38 @@ func testFarWaiterKeepsPlace(t *testing.T, addrs []string) {
 	}
 	_ = held.Unlock(ctx)
 }
+
+// testNoLostWakeUp: fair and plain waiters that take one mutex back to
+// back are each woken when their turn comes, with nothing else to wake
+// them: their safety poll is a minute, longer than the test may take.
+func testNoLostWakeUp(t *testing.T, addrs []string) {
+	for _, fair := range []bool{false, true} {
+		key := "no-lost-wake-up"
+		opts := []distlock.Option{distlock.WithTTL(20 * time.Second), distlock.WithSafetyPoll(time.Minute)}
+		if fair {
+			key += "-fair"
+			opts = append(opts, distlock.WithFairness())
+		}
+		ctx := ctxFor(t, 30*time.Second)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			m := distlock.New(newBackend(t, addrs, sessionTimeout), opts...).Mutex(key)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 25 {
+					l, err := m.Lock(ctx)
+					if err != nil {
+						t.Errorf("fair %v, worker %d: Lock: %v", fair, w, err)
+						return
+					}
+					if err := l.Unlock(ctx); err != nil {
+						t.Errorf("fair %v, worker %d: Unlock: %v", fair, w, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}

@@ -126,6 +126,11 @@ func (w *watch) arm() (armed, error) {
 	w.mu.Lock()
 	hash, name := w.hash, w.name
 	w.mu.Unlock()
+	if hash != "" {
+		// Until this listing sets a watch on the node ahead (see
+		// markWatched), the waiter's attempts list the line themselves.
+		w.b.unwatch(lease{w.lk.key, w.owner()})
+	}
 	names, st, err := conn.Children(w.parent)
 	if errors.Is(err, zk.ErrNoNode) { // never locked: free
 		_, _, events, err := conn.ExistsW(w.parent)
@@ -252,7 +257,6 @@ func (w *watch) loop(a armed) {
 			if a, err = w.arm(); err == nil {
 				break
 			}
-			w.b.unwatch(lease{w.lk.key, w.owner()})
 			w.fire() // the waiter's next attempt reports the error
 			fired = true
 			select {

@@ -563,8 +563,8 @@ func (b *Backend) markWatched(lk lease, name string, start time.Time) {
 	}
 }
 
-// unwatch forgets that a watch listed the line for the owner's node: its
-// watch failed to be set again.
+// unwatch forgets that a watch listed the line for the owner's node: the
+// watch is being set again, and may find something else.
 func (b *Backend) unwatch(lk lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
