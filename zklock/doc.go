@@ -56,8 +56,11 @@
 // hold the key, the nodes leaving the line), and whichever retries first
 // gets in. An attempt that keeps no place (TryLock too) removes its node
 // when refused, and the retries of a refused reader or permit look at the
-// line before making a node, and make one only when it would get in. A
-// waiter that gives up deletes its node.
+// line before making a node, and make one only when it would get in; so
+// does a mutex attempt that keeps no place while the client found others
+// in the key's line within the last second (after a sync, so that a
+// release made before it began is seen). A waiter that gives up deletes
+// its node.
 //
 // # Round trips
 //
@@ -73,15 +76,27 @@
 //
 // A waiter whose watch reports that the one node ahead of it left is
 // first: its listing showed every node made before its own, and nodes
-// made since are behind it. Its next attempt takes the lock without a
-// round trip, with the lease left of its place, counted from its last
-// write (its Lock renews it at once, writing the lease and marking the
-// node held). It declines, and writes and lists as usual, if less than
-// half the place is left or the session changed since. When the node
-// that left was not the only one ahead (a waiter ahead of it gave up or
-// lapsed), the waiter lists the line again. The first node of a mutex or
-// a writer holds the lock, marked held or not yet: Inspect and Break count
+// made since are behind it. When the node that left was not the only one
+// ahead, the watch lists the line before it wakes the waiter: a node
+// ahead may have left without holding the lock (it gave up, lapsed, or
+// its session expired), and only a listing tells whether others are
+// still ahead; one that shows the waiter first marks it first. Either
+// way its next attempt takes the lock without a round trip, with the
+// lease left of its place, counted from its last write (its Lock renews
+// it, writing the lease and marking the node held). It declines, and
+// writes and lists as usual, if less than half the place is left or the
+// session changed since. So a hand-off costs the release, the
+// notification and at most one read. The first node of a mutex or a
+// writer holds the lock, marked held or not yet: Inspect and Break count
 // it.
+//
+// A waiter's node is made as a holding, in case it gets in at once, and
+// carries the length of its place: other clients judge a node that is
+// not first by the shorter of its lease and its place, so a waiter needs
+// no second write to wait. A waiter's attempt made just after its watch
+// listed the line and found it waiting, while the lease in its way has
+// not ended and its place needs no renewal, is refused from that listing
+// without a round trip.
 //
 // A create whose reply is lost leaves its node in the line: the owner is
 // then marked uncertain, and its next call (the retry of Acquire, or
