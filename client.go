@@ -2,8 +2,10 @@ package distlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/distlock-go/distlock/driver"
 )
@@ -15,9 +17,10 @@ type Client struct {
 	caps    driver.Capabilities
 	name    string // the backend's package name, for events
 	opts    options
-	owned   bool  // made by Open: Close closes the backend
-	invalid error // why the client cannot take locks (a nil backend), or nil
-	lines   lines // plain mutexes' local turns (see line.go)
+	owned   bool    // made by Open: Close closes the backend
+	invalid error   // why the client cannot take locks (a nil backend), or nil
+	lines   lines   // plain mutexes' local turns (see line.go)
+	held    heldSet // the leases it holds, for Close
 }
 
 // New returns a Client that takes locks from backend. The options are the
@@ -56,17 +59,43 @@ func (c *Client) usable() error {
 	if c == nil {
 		return fmt.Errorf("%w: nil Client", ErrInvalidBackend)
 	}
+	if c.held.isClosed() {
+		return ErrClientClosed
+	}
 	return c.invalid
 }
 
-// Close releases the backend's resources if the client was made by [Open].
-// A Client made with [New] leaves its backend to the caller, and Close does
-// nothing. Locks still held are not released: unlock them first.
+// Close releases every lock the client still holds and stops their
+// renewal, ends the Lock calls still waiting (their errors wrap
+// [ErrClientClosed]), and from then on the client takes no locks. A
+// client made by [Open] then closes its backend and the connections the
+// backend opened. A client made with [New] leaves the backend, and the
+// database or server client it was given, to the caller, who may share
+// them with other clients: close them after the client. Close returns the
+// errors of the releases that failed (a lock lost before Close is one);
+// calling it again does nothing.
 func (c *Client) Close() error {
-	if c == nil || !c.owned || c.backend == nil {
+	if c == nil {
 		return nil
 	}
-	return c.backend.Close()
+	locks, first := c.held.close()
+	if !first {
+		return nil
+	}
+	errs := make([]error, len(locks))
+	var wg sync.WaitGroup
+	for i, l := range locks {
+		wg.Go(func() {
+			if err := l.Unlock(context.Background()); err != nil && !errors.Is(err, ErrLockReleased) {
+				errs[i] = fmt.Errorf("distlock: close: %q: %w", l.Key(), err)
+			}
+		})
+	}
+	wg.Wait()
+	if c.owned && c.backend != nil {
+		errs = append(errs, c.backend.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Backend returns the backend the client takes locks from, for wrappers and

@@ -60,6 +60,11 @@ var (
 	// nil pointer such as (*memlock.Backend)(nil).
 	ErrInvalidBackend = errors.New("distlock: invalid backend")
 
+	// ErrClientClosed means the [Client] was closed: it takes no more
+	// locks, and a Lock waiting when it closed returns an error wrapping
+	// it (and [ErrNotObtained]).
+	ErrClientClosed = errors.New("distlock: client closed")
+
 	// ErrInvalidArgument reports an option with a value that cannot work,
 	// such as a negative interval, or a nil context.
 	ErrInvalidArgument = errors.New("distlock: invalid argument")

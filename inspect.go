@@ -29,6 +29,9 @@ type Info struct {
 	// [OwnerID]), or the readers, or the permits in use.
 	Holds int
 
+	// Limit is, when a semaphore holds the key, its number of permits.
+	Limit int
+
 	// Meta is what the holder stored about itself: "host" and "pid" by
 	// default, "since" where the backend keeps it, and [WithMetadata].
 	Meta map[string]string
@@ -102,6 +105,7 @@ func infoOf(key string, in driver.Info) Info {
 		Token:    in.Token,
 		TTL:      in.TTL,
 		Holds:    in.Holds,
+		Limit:    in.Limit,
 		Meta:     in.Meta,
 		Warnings: in.Warnings,
 	}

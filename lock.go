@@ -48,7 +48,8 @@ type Lock struct {
 // startLock returns the handle of a fresh grant, made by the call cl. It
 // costs no goroutine: one timer wakes it for each renewal and at the
 // deadline. ambiguous reports that an attempt before the grant had an
-// unknown outcome.
+// unknown outcome. It returns nil if the client was closed: the caller
+// gives the grant back.
 func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) *Lock {
 	l := &Lock{
 		m:     m,
@@ -56,6 +57,9 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 		token: g.Token,
 		ttl:   m.opts.ttl,
 		done:  make(chan struct{}),
+	}
+	if !m.c.held.add(l) {
+		return nil
 	}
 	if cl.obs != nil {
 		l.obs = &observed{Observer: cl.obs, id: cl.id}
@@ -217,6 +221,9 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 			l.nextRenew = now.Add(min(l.interval(l.validFor), max(l.validUntil.Sub(now)/4, time.Millisecond)))
 		}
 		l.timer.Reset(l.nextEvent().Sub(now))
+		if longTTLRefused(err, ttl) {
+			return fmt.Errorf("%w: refresh %q with TTL %v: %w; %s", ErrInvalidTTL, l.m.key, ttl, err, longTTLAdvice)
+		}
 		return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
 	}
 	if l.floor > 0 && l.floor < ttl {
@@ -395,6 +402,7 @@ func (l *Lock) end(ctx context.Context, reason error, cause LossCause) {
 		return
 	}
 	l.err = reason
+	l.m.c.held.remove(l)
 	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
 	close(l.done)
 	if l.obs == nil {

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
-	_ "github.com/distlock-go/distlock/redislock" // redis:// URLs
+	"github.com/distlock-go/distlock/redislock"
 )
 
 // syncBuffer is a bytes.Buffer safe for the watchdog's goroutine.
@@ -106,10 +108,17 @@ func TestLoggerLevelsAndSecrets(t *testing.T) {
 
 	// A URL with a password, to a port where nothing listens.
 	const password = "hunter2-is-secret"
-	uc, err := distlock.Open(ctx, "redis://:"+password+"@127.0.0.1:1/0", distlock.WithLogger(logger))
-	if err != nil {
-		t.Fatal(err)
+	// Open pings the server: it fails, without the password.
+	if uc, err := distlock.Open(ctx, "redis://:"+password+"@127.0.0.1:1/0", distlock.WithLogger(logger)); err == nil {
+		uc.Close()
+		t.Fatal("Open of a closed port succeeded")
+	} else if strings.Contains(err.Error(), password) {
+		t.Errorf("Open's error shows the password: %v", err)
 	}
+	// A client given to New is contacted at the first lock, which logs.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Password: password, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	defer rdb.Close()
+	uc := distlock.New(redislock.New(rdb), distlock.WithLogger(logger))
 	defer uc.Close()
 	if _, err := uc.Mutex("k").TryLock(ctx); err == nil {
 		t.Fatal("TryLock on a closed port succeeded")

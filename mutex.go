@@ -105,7 +105,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // wakes one of them rather than all. Backend errors are retried
 // with the same owner token, so an attempt whose reply was lost but which
 // was applied is recognised as success.
-func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
+func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 	req, err := m.request(ctx)
 	if err != nil {
 		return nil, err
@@ -126,6 +126,7 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 	}
 	w := wait{m: m, req: req}
 	defer w.stop()
+	bound := false
 	for {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)
@@ -153,6 +154,15 @@ func (m *Mutex) Lock(ctx context.Context) (*Lock, error) {
 				return m.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
 			}
 			g = g2 // gone meanwhile: wait again
+		}
+		if !bound {
+			// About to wait: Close of the client ends the wait. The
+			// first attempt, most often the only one, costs nothing.
+			var stop func()
+			ctx, stop = m.c.held.bind(ctx)
+			defer stop()
+			defer func() { lockErr = closedErr(ctx, lockErr) }()
+			bound = true
 		}
 		if w.sleep(ctx, g, err) {
 			continue
@@ -438,17 +448,21 @@ func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	var t *time.Timer
+	var answer error // the last error that came from the backend, not the bound
 	for n := 1; ; n++ {
 		err := m.c.backend.Release(rctx, l)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			answer = err
+		}
 		if settled(err) || rctx.Err() != nil {
 			if t != nil {
 				t.Stop()
 			}
-			return err
+			return releaseFailed(err, answer)
 		}
 		delay := releaseBackoff.Next(n)
 		if d, _ := rctx.Deadline(); time.Until(d) <= delay {
-			return err // no time for another attempt
+			return releaseFailed(err, answer) // no time for another attempt
 		}
 		if t == nil {
 			t = time.NewTimer(delay)
@@ -458,9 +472,20 @@ func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
 		select {
 		case <-t.C:
 		case <-rctx.Done():
-			return err
+			return releaseFailed(err, answer)
 		}
 	}
+}
+
+// releaseFailed is the error of a release whose last attempt failed with
+// err. When that attempt only ran out of time, the backend's last real
+// answer (a refused connection, say) is what the caller needs to hear, so
+// it is named beside the deadline.
+func releaseFailed(err, answer error) error {
+	if err == nil || answer == nil || err == answer || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w (the attempt before: %w)", err, answer)
 }
 
 // releaseBackoff paces the repeats of a release whose outcome is unknown:
@@ -490,7 +515,11 @@ func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g 
 		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
 			m.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
 	}
-	return startLock(ctx, m, l, start, g, ambiguous, cl), nil
+	if lk := startLock(ctx, m, l, start, g, ambiguous, cl); lk != nil {
+		return lk, nil
+	}
+	m.abandon(context.Background(), l, false)
+	return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ErrClientClosed))
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails
@@ -518,8 +547,25 @@ func (m *Mutex) refusal(err error) error {
 	if errors.Is(err, driver.ErrKindMismatch) { // the error names the key and both kinds
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
+	if longTTLRefused(err, m.opts.ttl) {
+		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, m.key, m.opts.ttl, err, longTTLAdvice)
+	}
 	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
 }
+
+// longTTLRefused reports whether err is a backend's refusal of a TTL
+// longer than its maximum lease (the Redis backends' restart guard): an
+// unsupported request whose TTL is above [DefaultTTL], which every
+// backend accepts. The kinds of lock a backend lacks are refused before
+// it is asked.
+func longTTLRefused(err error, ttl time.Duration) bool {
+	return ttl > DefaultTTL && errors.Is(err, errors.ErrUnsupported)
+}
+
+// longTTLAdvice follows the refusal of a long TTL: what to do instead.
+const longTTLAdvice = "a lock held for longer needs no long TTL: the watchdog renews the lease while the lock is held (unless WithoutAutoRefresh), " +
+	"so keep the TTL short (the default is 30s) and it only bounds how long a crashed holder keeps the key; " +
+	"or raise the backend's maximum lease on every client (redislock.WithMaxTTL, redlock.WithMaxTTL, max_ttl in a URL)"
 
 // guardError is the error of an attempt that the restart guard refused.
 func guardError(key string, g driver.Grant) error {

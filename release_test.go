@@ -128,3 +128,37 @@ func TestNotHeldIsNotRepeated(t *testing.T) {
 		t.Errorf("%d releases sent for a lock not held; want 1", n)
 	}
 }
+
+// stalledRelease fails its first release with errBlip, as a refused
+// connection does, and holds every later one until its context ends, as a
+// busy machine can make the last repeat outlive the release timeout.
+type stalledRelease struct {
+	*memlock.Backend
+	calls atomic.Int32
+}
+
+func (b *stalledRelease) Release(ctx context.Context, l driver.Lease) error {
+	if b.calls.Add(1) == 1 {
+		return errBlip
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestUnlockNamesTheStoreAnswer: when the last repeat of a release only
+// runs out of time, Unlock still reports what the store answered before
+// (here, that the connection was reset), not only the deadline.
+func TestUnlockNamesTheStoreAnswer(t *testing.T) {
+	b := &stalledRelease{Backend: memlock.New()}
+	l, err := distlock.New(b).Mutex("job", distlock.WithTTL(time.Minute), distlock.WithReleaseTimeout(200*time.Millisecond)).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Unlock(context.Background())
+	if !errors.Is(err, errBlip) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Unlock whose last repeat ran out of time: %v; want the store's earlier answer (%v) beside the deadline", err, errBlip)
+	}
+	if n := b.calls.Load(); n < 2 {
+		t.Errorf("%d releases sent; want the failed one repeated", n)
+	}
+}

@@ -57,6 +57,21 @@ func (k *ticks) check(t *testing.T) {
 	}
 }
 
+// openFresh opens a client of url for one scheduler, closed when the test
+// ends, and declares the store fresh: each test's server is new.
+func openFresh(t *testing.T, ctx context.Context, url string) *distlock.Client {
+	t.Helper()
+	c, err := distlock.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.DeclareFresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // runSchedulers starts three schedulers, each with its own client of url
 // and the options opt returns, all running one job every second, for
 // about four seconds.
@@ -66,14 +81,7 @@ func runSchedulers(t *testing.T, url string, opt func(c *distlock.Client) gocron
 	defer cancel()
 	var scheds []gocron.Scheduler
 	for i := range 3 {
-		c, err := distlock.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		if err := c.DeclareFresh(ctx); err != nil {
-			t.Fatal(err)
-		}
+		c := openFresh(t, ctx, url)
 		s, err := gocron.NewScheduler(opt(c))
 		if err != nil {
 			t.Fatal(err)

@@ -75,6 +75,16 @@ func TestDeadlinesRefused(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	for name, open := range recommended {
 		t.Run(name, func(t *testing.T) {
+			if name == "URL" { // Open pings the server: it is Open that fails
+				bounded(t, "Open", timeout, "connection refused", func(ctx context.Context) error {
+					c, err := distlock.Open(ctx, "redis://"+refusedAddr(t))
+					if err == nil {
+						c.Close()
+					}
+					return err
+				})
+				return
+			}
 			c := open(t, refusedAddr(t), distlock.WithReleaseTimeout(100*time.Millisecond))
 			m := c.Mutex(t.Name())
 			bounded(t, "TryLock", timeout, "connection refused", func(ctx context.Context) error {
@@ -154,21 +164,22 @@ func TestMisconfiguredURL(t *testing.T) {
 	const timeout = 3 * time.Second
 	quick := func(t *testing.T, url, cause string) {
 		t.Helper()
-		c, err := distlock.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		start := time.Now()
-		_, err = c.Mutex(t.Name()).TryLock(ctx)
+		// Open pings the server: it is Open that fails.
+		c, err := distlock.Open(ctx, url)
+		if err == nil {
+			defer c.Close()
+			_, err = c.Mutex(t.Name()).TryLock(ctx)
+			t.Errorf("Open(%s) succeeded; want it to fail", url)
+		}
 		took := time.Since(start)
 		if err == nil || !strings.Contains(err.Error(), cause) {
-			t.Errorf("TryLock via %s: %v; want an error naming %q", url, err, cause)
+			t.Errorf("Open via %s: %v; want an error naming %q", url, err, cause)
 		}
 		if took > timeout/2 {
-			t.Errorf("TryLock via %s took %v of its %v; want a prompt failure", url, took, timeout)
+			t.Errorf("Open via %s took %v of its %v; want a prompt failure", url, took, timeout)
 		}
 	}
 	t.Run("TLS to plain text", func(t *testing.T) {

@@ -133,10 +133,15 @@
 //
 // # Fencing tokens and lost data
 //
-// A grant's token is max(counter + 1, server clock in µs), stored back as
-// the key's counter, in the same script: no extra round trip. While the
-// counter lasts, each grant's token is above the last. When the counter is
-// lost — a restart without persistence, FLUSHALL, an eviction under an
+// A grant's token is max(last + 1, server clock in µs), where last is the
+// highest token the key's records keep: the lease, its release's receipt
+// and the counter, read in one command by the same script: no extra round
+// trip. The lease keeps its token while it lives and the receipt for 10s
+// after its release; the counter is written only for a token that ran
+// ahead of the clock floor (a burst of grants, a written-back token, a
+// clock set back), which the floor would not pass before the lease ends,
+// so an uncontended acquire and release cost eight server commands. While the records last, each grant's token
+// is above the last. When they are lost — a restart without persistence, FLUSHALL, an eviction under an
 // allkeys-* policy, a failover to a replica that had not received the last
 // grants, a restart from an older snapshot — the next token comes from the
 // clock of the server that grants it, and is above every token issued
@@ -161,6 +166,9 @@
 // has ended, since no lease is longer than the maximum: longer TTLs fail
 // at once. The check runs only when the counter is missing, inside the
 // same script (it reads INFO server), so it costs the common path nothing.
+// A user whose ACL forbids INFO gets an error wrapping
+// distlock.ErrInvalidBackend on such keys: grant it +info, or turn the
+// guard off where the servers never lose data.
 //
 // A brand-new server looks like one that lost its data, and would hold new
 // keys back too. It stops once the server has run for the maximum lease
@@ -247,9 +255,9 @@
 // Every key a lock leaves behind expires: the lock with its lease, a
 // release's receipts after 10s, a fair queue one place's length after its
 // last waiter, a semaphore's or readers' sets with their last lease. The
-// counter lasts 10s after the key's last grant, and longer when it ran
-// ahead of the server clock (a written-back token, a burst of grants),
-// until the clock floor has passed it: a token issued after it expired
+// counter, when written, lasts 10s after the key's last grant, and longer
+// when it ran ahead of the server clock (a written-back token, a burst of
+// grants), until the clock floor has passed it: a token issued after it expired
 // comes from the floor and is still above every earlier one, on the terms
 // above. So a key nobody holds or waits for leaves nothing after about
 // 10s; the cost is that a server clock set back by more than the time

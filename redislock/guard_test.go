@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock/driver"
-	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
 )
@@ -31,8 +30,6 @@ func startCluster(t testing.TB) *testserver.Cluster {
 	declareFresh(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true}))
 	return cl
 }
-
-func fenceKey(key string) string { return redistest.Keys(redislock.DefaultPrefix, key).Fence }
 
 // warnings joins the warnings of info, one per line.
 func warnings(info driver.Info) string { return strings.Join(info.Warnings, "\n") }

@@ -39,6 +39,7 @@ type Backend struct {
 	clockOff  bool
 	risks     redisnode.RiskCache
 	givebacks givebacks // see giveback.go
+	prefixErr error     // a prefix that would split a lock's keys over Cluster slots
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -47,6 +48,10 @@ var _ driver.Backend = (*Backend)(nil)
 type Option func(*Backend)
 
 // WithPrefix sets the string put before every key (default [DefaultPrefix]).
+// On Redis Cluster, a "{" in it must open a whole hash tag ("{app}:" puts
+// every lock in one slot): a prefix whose brace would run into the tag of
+// the lock's name fails every call with an error wrapping
+// distlock.ErrInvalidBackend.
 func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 
 // WithReplicas makes every acquisition of a mutex, and every renewal of
@@ -89,6 +94,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	}
 	if rdb != nil {
 		b.notify = redisnode.NewNotifier(rdb, 2*time.Second)
+		warnClientOptions(rdb)
+	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		b.prefixErr = redisnode.CheckPrefix(b.prefix)
 	}
 	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	return b
@@ -105,6 +114,9 @@ func (b *Backend) usable() error {
 	}
 	if b.replicas < 0 || (b.replicas > 0 && b.waitFor <= 0) {
 		return fmt.Errorf("redislock: WithReplicas(%d, %v): want n >= 0 and a positive timeout: %w", b.replicas, b.waitFor, distlock.ErrInvalidBackend)
+	}
+	if b.prefixErr != nil {
+		return fmt.Errorf("redislock: WithPrefix: %w: %w", b.prefixErr, distlock.ErrInvalidBackend)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
 // plainProbeAfter is how long a TLS handshake may stall before the server
@@ -98,7 +99,8 @@ var setupReplies = []string{"WRONGPASS", "NOAUTH", "ERR invalid password", "ERR 
 // server refuses its credentials or has no such database, or TLS does not
 // match the server. No request ran then; distlock fails the call at once
 // instead of retrying it until its context ends, and does not repeat the
-// release of an attempt that took nothing.
+// release of an attempt that took nothing. So is a restart guard that the
+// user's ACL does not let read INFO: the script changed nothing either.
 func misconfigured(err error) error {
 	if err == nil || errors.Is(err, distlock.ErrInvalidBackend) {
 		return err
@@ -110,6 +112,8 @@ func misconfigured(err error) error {
 	)
 	switch {
 	case errors.Is(err, errPlainText), errors.As(err, &cert), errors.As(err, &header):
+	case redisnode.BlindGuard(err):
+		return fmt.Errorf("%w: %w; grant the user +info, or turn the guard off (WithoutRestartGuard) where the servers never lose data", distlock.ErrInvalidBackend, err)
 	case errors.As(err, &reply) && slices.ContainsFunc(setupReplies, func(p string) bool { return strings.HasPrefix(reply.Error(), p) }):
 	default:
 		return err

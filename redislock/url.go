@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -28,18 +29,30 @@ import (
 // unless the query sets max_retries, MaxRetries -1), and are closed with
 // the distlock.Client. Over rediss://, the TLS handshake is bound to the
 // call's context, and a server that answers in plain text is reported as
-// such within a fraction of a second.
+// such within a fraction of a second. Like the other backends' openers,
+// OpenURL pings the server (through the sentinels, or one node of a
+// cluster) before it returns, so that a URL that cannot reach Redis, or
+// whose credentials the server refuses, fails at Open rather than at the
+// first lock.
 func init() {
 	for _, s := range []string{"redis", "rediss", "redis+sentinel", "redis+cluster"} {
 		distlock.Register(s, OpenURL)
 	}
 }
 
-// OpenURL opens a backend from one of the URL forms above.
-func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
+// OpenURL opens a backend from one of the URL forms above, and pings it
+// within ctx (and the client's dial and read timeouts).
+func OpenURL(ctx context.Context, u *url.URL) (driver.Backend, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("redislock: OpenURL: nil context: %w", distlock.ErrInvalidArgument)
+	}
 	rdb, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redislock: connect to %s: %w", u.Redacted(), err)
 	}
 	b := New(rdb, opts...)
 	b.ownsRDB = true

@@ -37,20 +37,66 @@
 // lease lapsed is cleared first, as any node in the way. A waiter keeping
 // its place in line counts as a use of the key, as a holder does.
 //
-// Only a waiter that keeps a place in line is served in order: a fair
-// Lock (see distlock.WithFairness), first come, first served, and a
-// writer, which keeps its place among writers and holds new readers off.
-// It keeps its node between attempts; a fair waiter watches only the
+// A waiter of a mutex keeps its place in line while its Lock waits,
+// fair or plain: it keeps its node between attempts and watches only the
 // node just ahead of it, so a release wakes the next waiter, never the
-// herd. Other waiters keep no place: a plain Lock, a reader, a
-// semaphore's permit. They are not served in order: a release wakes all
+// herd, and a holder that asks again at once queues behind the waiters.
+// A writer keeps its place too, among writers, and holds new readers
+// off, but every release wakes it. A fair Lock (see distlock.WithFairness) keeps its
+// place from its first attempt. A plain Lock keeps one from the attempt
+// after it subscribed to the key's releases, which is made at once after
+// its first refusal: the backend cannot tell a plain Lock's first attempt
+// from a TryLock's, which must leave nothing in the line. So "plain"
+// still means no promise of order: a plain waiter whose first attempt
+// lost the race joins the line behind the waiters already in it, and may
+// be overtaken while it joins. Its place lasts the lease (3s at least)
+// unrenewed; its Lock removes it when it returns without the lock.
+// Readers and a semaphore's permits keep no place: a release wakes all
 // of them (they watch the holder's node, or while readers or permits
 // hold the key, the nodes leaving the line), and whichever retries first
 // gets in. An attempt that keeps no place (TryLock too) removes its node
-// when refused, and the retries of a refused waiter look at the line
-// before making a node, and make one only when it would get in: a waiter
-// that cannot get in changes nothing in the line, so waiters do not wake
-// each other up. A waiter that gives up deletes its node.
+// when refused, and the retries of a refused reader or permit look at the
+// line before making a node, and make one only when it would get in; so
+// does a mutex attempt that keeps no place while the client found others
+// in the key's line within the last second (after a sync, so that a
+// release made before it began is seen). A waiter that gives up deletes
+// its node.
+//
+// # Round trips
+//
+// An acquisition creates its node in a transaction that also writes the
+// line's own data, whose stat gives the creation zxid (the token), the
+// leader's clock (the lease's start) and the number of children: a node
+// alone in its line holds the lock at once, in that one round trip.
+// Otherwise the attempt lists the line. A release of a mutex or a write
+// lock deletes the node and records its token as the key's last in one
+// transaction; a reader or a permit, which may leave after a later
+// holding, reads the last token first. So the uncontended Lock and
+// Unlock are a round trip each, as the bare create and delete of a node.
+//
+// A waiter whose watch reports that the one node ahead of it left is
+// first: its listing showed every node made before its own, and nodes
+// made since are behind it. When the node that left was not the only one
+// ahead, the watch lists the line before it wakes the waiter: a node
+// ahead may have left without holding the lock (it gave up, lapsed, or
+// its session expired), and only a listing tells whether others are
+// still ahead; one that shows the waiter first marks it first. Either
+// way its next attempt takes the lock without a round trip, with the
+// lease left of its place, counted from its last write (its Lock renews
+// it, writing the lease and marking the node held). It declines, and
+// writes and lists as usual, if less than half the place is left or the
+// session changed since. So a hand-off costs the release, the
+// notification and at most one read. The first node of a mutex or a
+// writer holds the lock, marked held or not yet: Inspect and Break count
+// it.
+//
+// A waiter's node is made as a holding, in case it gets in at once, and
+// carries the length of its place: other clients judge a node that is
+// not first by the shorter of its lease and its place, so a waiter needs
+// no second write to wait. A waiter's attempt made just after its watch
+// listed the line and found it waiting, while the lease in its way has
+// not ended and its place needs no renewal, is refused from that listing
+// without a round trip.
 //
 // A create whose reply is lost leaves its node in the line: the owner is
 // then marked uncertain, and its next call (the retry of Acquire, or
@@ -170,10 +216,11 @@
 //	Lock survives a disconnect     the client reconnects, and renews, before that deadline
 //	Fencing tokens increase        always: creation zxids, durable through restarts and
 //	                               leader changes
-//	FIFO order, no herd            fair mutexes (WithFairness) only: waiters keep their nodes
-//	                               and each watches its predecessor only. Writers keep their
-//	                               order among writers, but a release wakes them all. Plain
-//	                               mutexes, readers and permits: no order, and a release wakes
+//	FIFO order, no herd            mutexes, for the waiters in line: each keeps its node and
+//	                               watches its predecessor only; a fair waiter is in line from
+//	                               its first attempt, a plain one from its second (see above).
+//	                               Writers keep their order among writers, but a release wakes
+//	                               them all. Readers and permits: no order, and a release wakes
 //	                               every such waiter (their retries only read the line)
 //	No orphan after a lost reply   the caller retries or releases with the same owner
 //	Re-entrant locks               mutexes only: one persistent node per identity, whose lease

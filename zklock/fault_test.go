@@ -33,6 +33,8 @@ func TestEnsemble(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) { distlocktest.Run(t, harness(t, addrs)) })
 	t.Run("KindAfterReleaseElsewhere", func(t *testing.T) { testKindAfterReleaseElsewhere(t, e) })
 	t.Run("KillLeader", func(t *testing.T) { testKillLeader(t, e) })
+	t.Run("PlainWaitersQueue", func(t *testing.T) { testPlainWaitersQueue(t, addrs) })
+	t.Run("LeaderChangeHandoff", func(t *testing.T) { testLeaderChangeHandoff(t, e) })
 	t.Run("LostCreateReply", func(t *testing.T) { testLostCreateReply(t, e) })
 	t.Run("ShortPartitionKeepsLock", func(t *testing.T) { testShortPartition(t, e) })
 	t.Run("PartitionPastSession", func(t *testing.T) {
@@ -133,6 +135,67 @@ func testKillLeader(t *testing.T, e *testserver.Ensemble) {
 			t.Errorf("waiter %d got token %d, not above the previous %d", i, tok, last)
 		}
 		last = tok
+	}
+}
+
+// testLeaderChangeHandoff: a holder keeps its lock across the leader's
+// death, and the waiter in line after it, plain or fair, gets the lock as
+// soon as the holder releases it: by its watch, which the client set again
+// on the server it reconnected to, not by its safety poll (a minute) nor
+// by the holder's lease (20s).
+func testLeaderChangeHandoff(t *testing.T, e *testserver.Ensemble) {
+	addrs := e.Addrs()
+	for _, fair := range []bool{false, true} {
+		key := "leader-change-handoff"
+		opts := []distlock.Option{distlock.WithTTL(leaderChangeSession), distlock.WithSafetyPoll(time.Minute)}
+		if fair {
+			key += "-fair"
+			opts = append(opts, distlock.WithFairness())
+		}
+		holder, err := distlock.New(newBackend(t, addrs, leaderChangeSession), opts...).Mutex(key).Lock(ctxFor(t, 20*time.Second))
+		if err != nil {
+			t.Fatalf("holder's Lock: %v", err)
+		}
+		granted := make(chan time.Time, 1)
+		m := distlock.New(newBackend(t, addrs, leaderChangeSession), opts...).Mutex(key)
+		go func() {
+			l, err := m.Lock(ctxFor(t, 2*time.Minute))
+			if err != nil {
+				t.Errorf("waiter's Lock: %v", err)
+				close(granted)
+				return
+			}
+			granted <- time.Now()
+			_ = l.Unlock(ctxFor(t, 20*time.Second))
+		}()
+		awaitLine(t, addrs, key, 2)
+		time.Sleep(time.Second) // the waiter's watch, on a loaded machine
+		leader := e.Leader(t)
+		leader.Kill(t)
+		e.Leader(t) // a new one
+		time.Sleep(sessionTimeout / 2)
+		if err := holder.Err(); err != nil {
+			t.Fatalf("holder lost the lock across the leader change: %v", err)
+		}
+		select {
+		case <-granted:
+			t.Fatal("the waiter got the lock while it was held")
+		default:
+		}
+		released := time.Now()
+		if err := holder.Unlock(ctxFor(t, 20*time.Second)); err != nil {
+			t.Fatalf("holder's Unlock: %v", err)
+		}
+		select {
+		case at, ok := <-granted:
+			if ok {
+				t.Logf("fair %v: granted %v after the release began", fair, at.Sub(released))
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("fair %v: the waiter was not granted within 10s of the release after a leader change", fair)
+		}
+		leader.Restart(t)
+		e.AwaitServing(t)
 	}
 }
 

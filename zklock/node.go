@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
@@ -38,7 +40,8 @@ func namePrefix(kind driver.Kind, limit int) string {
 // ownerHash names owner in node names without showing it: whoever knows
 // an owner token can release its lock.
 func ownerHash(owner string) string {
-	sum := sha256.Sum256([]byte("distlock-owner:" + owner))
+	var buf [64]byte
+	sum := sha256.Sum256(append(append(buf[:0], "distlock-owner:"...), owner...))
 	return hex.EncodeToString(sum[:12])
 }
 
@@ -202,12 +205,25 @@ func holders(kids []child, limit func(child) int) []child {
 // longest hold's (the longest place's while it has no hold).
 type nodeData struct {
 	Span  int64             `json:"span"`            // milliseconds
+	Wait  int64             `json:"wait,omitempty"`  // ms: the place's length while not first, if shorter
 	Held  bool              `json:"held,omitempty"`  // a granted holding, not a waiter
 	Limit int               `json:"limit,omitempty"` // a permit's semaphore size
 	Since int64             `json:"since,omitempty"` // unix ms of the grant
 	Meta  map[string]string `json:"meta,omitempty"`
 	Holds map[string]int64  `json:"holds,omitempty"` // a re-entrant lease's holds: owner hash to ms
 	Waits map[string]int64  `json:"waits,omitempty"` // its waiters keeping a place: owner hash to ms
+}
+
+// lease is how long after its last write the node lapses: its Span if
+// it is first in line, and while it waits, its Wait if that is shorter.
+// A waiter's node made as a holding (in case it gets in at once) carries
+// its place's length as Wait: no write is then needed when it must wait.
+// Its owner trusts the shorter of the two from that write.
+func (d nodeData) lease(first bool) int64 {
+	if !first && d.Wait > 0 {
+		return min(d.Span, d.Wait)
+	}
+	return d.Span
 }
 
 // settle recomputes a re-entrant lease's Span and Held from its holds
@@ -224,9 +240,56 @@ func (d *nodeData) settle() {
 	}
 }
 
+// encode writes d as JSON. The fields of a plain holding or waiter are
+// written by hand, and its Meta, the same map on every call of a client,
+// is encoded once: json.Marshal would allocate a dozen times per call.
 func (d nodeData) encode() []byte {
-	b, _ := json.Marshal(d) // a struct of plain fields: cannot fail
-	return b
+	if len(d.Holds) > 0 || len(d.Waits) > 0 {
+		b, _ := json.Marshal(d) // a struct of plain fields: cannot fail
+		return b
+	}
+	meta := encodeMeta(d.Meta)
+	b := make([]byte, 0, 64+len(meta))
+	b = strconv.AppendInt(append(b, `{"span":`...), d.Span, 10)
+	if d.Wait != 0 {
+		b = strconv.AppendInt(append(b, `,"wait":`...), d.Wait, 10)
+	}
+	if d.Held {
+		b = append(b, `,"held":true`...)
+	}
+	if d.Limit != 0 {
+		b = strconv.AppendInt(append(b, `,"limit":`...), int64(d.Limit), 10)
+	}
+	if d.Since != 0 {
+		b = strconv.AppendInt(append(b, `,"since":`...), d.Since, 10)
+	}
+	if len(meta) > 0 {
+		b = append(append(b, `,"meta":`...), meta...)
+	}
+	return append(b, '}')
+}
+
+// metaJSON is a Meta map and its JSON.
+type metaJSON struct {
+	m    map[string]string
+	json []byte
+}
+
+// lastMeta is the Meta map encoded last.
+var lastMeta atomic.Pointer[metaJSON]
+
+// encodeMeta returns m as JSON (nil for an empty map), encoding it only
+// if it is not the map encoded last: a request's Meta is read-only.
+func encodeMeta(m map[string]string) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	if c := lastMeta.Load(); c != nil && reflect.ValueOf(c.m).UnsafePointer() == reflect.ValueOf(m).UnsafePointer() {
+		return c.json
+	}
+	js, _ := json.Marshal(m) // strings: cannot fail
+	lastMeta.Store(&metaJSON{m: m, json: js})
+	return js
 }
 
 func decodeData(b []byte) nodeData {
@@ -242,6 +305,14 @@ func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // contain '/' or collide with the clock node (which starts with '.').
 func escapeKey(key string) string {
 	const hexd = "0123456789ABCDEF"
+	plain := true
+	for i := 0; i < len(key) && plain; i++ {
+		c := key[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == ':' || c == '-'
+	}
+	if plain {
+		return key
+	}
 	var b strings.Builder
 	for i := 0; i < len(key); i++ {
 		c := key[i]

@@ -97,7 +97,7 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 		}
 		if fs := foreign(ahead, driver.Exclusive, 0); len(fs) > 0 {
 			var now int64
-			freed, _, err := b.clearLapsed(parent, fs, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -157,15 +157,18 @@ func (b *Backend) createReentrant(lk lease, req driver.Request, parent, rh, oh s
 		data.Holds = map[string]int64{oh: ms(req.TTL)}
 	}
 	data.settle()
-	_, _, err = b.create(lk, parent, reentrantPrefix+"-"+rh+"-", data, zk.FlagSequence, rh)
+	_, err = b.create(lk, parent, reentrantPrefix+"-"+rh+"-", data, zk.FlagSequence, rh)
 	return driver.Grant{}, false, err // look again: another node may have come first
 }
 
 // refuseReentrant ends an attempt that keeps no place and is blocked by
 // the nodes bs, after clearing the lapsed ones (done false: look again).
 func (b *Backend) refuseReentrant(lk lease, parent string, bs []child) (g driver.Grant, done bool, err error) {
-	var now int64
-	freed, until, err := b.clearLapsed(parent, bs, &now)
+	var now, head int64
+	if len(bs) > 0 {
+		head = bs[0].seq // bs is the line from its start
+	}
+	freed, until, err := b.clearLapsed(parent, bs, head, &now)
 	if err != nil || freed {
 		return driver.Grant{}, false, err
 	}
@@ -244,7 +247,7 @@ func (b *Backend) joinReentrant(lk lease, req driver.Request, parent, rh, oh str
 		return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validForLease(req.TTL)}, true, nil
 	}
 	now := nst.Mtime
-	freed, until, err := b.clearLapsed(parent, kids[:i], &now)
+	freed, until, err := b.clearLapsed(parent, kids[:i], kids[0].seq, &now)
 	if err != nil || freed {
 		return driver.Grant{}, false, err
 	}

@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"testing"
 	"time"
 
@@ -33,9 +32,7 @@ func TestAcquireGivenUpWhileQueued(t *testing.T) {
 	req := driver.Request{Lease: driver.Lease{Key: "queued", Owner: "given-up"}, TTL: time.Minute}
 
 	// Another call of the owner holds its stripe.
-	h := fnv.New32a()
-	h.Write([]byte(req.Owner))
-	stripe := &b.owners[h.Sum32()%uint32(len(b.owners))]
+	stripe := b.stripe(req.Owner)
 	stripe.Lock()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

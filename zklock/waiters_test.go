@@ -201,55 +201,10 @@ func testEmptyKey(t *testing.T, addrs []string) {
 // waiter for the whole run is not "no order").
 func testMutexWaitersNotStarved(t *testing.T, addrs []string) {
 	const workers = 8
-	key := "starve"
-	ctx := ctxFor(t, 30*time.Second)
-	var (
-		got  [workers]atomic.Int64
-		stop atomic.Bool
-		wg   sync.WaitGroup
-	)
-	errs := make(chan error, workers)
-	for w := range workers {
-		m := distlock.New(newBackend(t, addrs, sessionTimeout), distlock.WithTTL(10*time.Second)).Mutex(key)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				l, err := m.Lock(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				got[w].Add(1)
-				if err := l.Unlock(ctx); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	// Run until the workers took the lock 40 times each on average, or
-	// for 40s on a slow machine: what counts is how the acquisitions are
-	// shared, not how many there are.
-	const target = 40 * workers
-	total := func() (n int64) {
-		for w := range workers {
-			n += got[w].Load()
-		}
-		return n
-	}
-	for end := time.Now().Add(40 * time.Second); total() < target && time.Now().Before(end); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	stop.Store(true)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("worker: %v", err)
-	}
-	counts := make([]int64, workers)
-	for w := range workers {
-		counts[w] = got[w].Load()
+	counts := plainWorkers(t, addrs, "starve", workers)
+	var total int64
+	for _, c := range counts {
+		total += c
 	}
 	t.Logf("acquisitions per worker: %v", counts)
 	// Barging is allowed, starving most workers is not: before waiters
@@ -258,7 +213,7 @@ func testMutexWaitersNotStarved(t *testing.T, addrs []string) {
 	// median worker gets about its share.
 	sorted := slices.Clone(counts)
 	slices.Sort(sorted)
-	mean := total() / workers
+	mean := total / workers
 	if median := sorted[workers/2]; median < max(mean/4, 1) {
 		t.Errorf("the median worker got the lock %d times, the mean %d; want at least a quarter of the mean (per worker: %v)", median, mean, counts)
 	}

@@ -27,9 +27,10 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
-	w := &watch{b: b, parent: b.linePath(key), c: make(chan struct{}, 1), stop: make(chan struct{})}
+	w := &watch{b: b, parent: b.linePath(key), c: make(chan struct{}, 1), stop: make(chan struct{}), rearm: make(chan struct{}, 1)}
+	w.lk.key = key
 	if owner != "" {
-		w.hash = ownerHash(owner)
+		w.bind(owner)
 		if n, ok := b.entry(lease{key, owner}); ok && n.path != "" {
 			w.name = path.Base(n.path) // a re-entrant lease's node is not named by its owner
 		}
@@ -38,18 +39,49 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	if err != nil {
 		return nil, err
 	}
+	if owner == "" {
+		// A plain waiter: its owner is learned at its next attempt (see
+		// bindPlain), which then keeps a place in line.
+		b.mu.Lock()
+		b.plain[key] = append(b.plain[key], w)
+		b.mu.Unlock()
+		w.plain = true
+	}
 	go w.loop(a)
 	return w, nil
+}
+
+// bind makes w the watch of owner's place in line.
+func (w *watch) bind(owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lk.owner, w.hash = owner, ownerHash(owner)
+	select {
+	case w.rearm <- struct{}{}: // watch the node ahead of the new place
+	default:
+	}
+}
+
+// owner returns the owner w watches for, or "".
+func (w *watch) owner() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lk.owner
 }
 
 type watch struct {
 	b      *Backend
 	parent string
-	hash   string // the fair waiter's owner hash, or ""
-	name   string // the fair waiter's node, if known
+	plain  bool // a plain mutex waiter's (see bindPlain)
 	c      chan struct{}
 	stop   chan struct{}
+	rearm  chan struct{} // the owner was bound: watch the node ahead of its place
 	once   sync.Once
+
+	mu   sync.Mutex
+	lk   lease  // the key, and the waiter's owner or ""
+	hash string // the waiter's owner hash, or ""
+	name string // the waiter's node, if known
 }
 
 // armed is one ZooKeeper watch in place; now says the key may be free
@@ -58,6 +90,8 @@ type watch struct {
 type armed struct {
 	events   <-chan zk.Event
 	now      bool
+	sole     string // the waiter's node, when the watched node is the only one ahead of it
+	first    bool   // the waiter's node is first: nothing is watched (see loop)
 	children bool
 	names    []string
 	cversion int32
@@ -77,6 +111,10 @@ func onlyAdded(a, next armed) bool {
 	return true
 }
 
+// handOverGrace is how long a watch that told its waiter it is first
+// waits for the waiter's Lock to close it before it watches again.
+const handOverGrace = 200 * time.Millisecond
+
 // lineRead, when set (by tests), runs in arm between reading the line and
 // setting the watch: the moment a node can leave unseen.
 var lineRead atomic.Pointer[func()]
@@ -84,6 +122,15 @@ var lineRead atomic.Pointer[func()]
 // arm sets the watch that the next release the waiter cares about fires.
 func (w *watch) arm() (armed, error) {
 	conn := w.b.conn
+	start := time.Now()
+	w.mu.Lock()
+	hash, name := w.hash, w.name
+	w.mu.Unlock()
+	if hash != "" {
+		// Until this listing sets a watch on the node ahead (see
+		// markWatched), the waiter's attempts list the line themselves.
+		w.b.unwatch(lease{w.lk.key, w.owner()})
+	}
 	names, st, err := conn.Children(w.parent)
 	if errors.Is(err, zk.ErrNoNode) { // never locked: free
 		_, _, events, err := conn.ExistsW(w.parent)
@@ -110,10 +157,15 @@ func (w *watch) arm() (armed, error) {
 	var target child
 	i := -1
 	switch {
-	case w.name != "":
-		i = slices.IndexFunc(kids, func(c child) bool { return c.name == w.name })
-	case w.hash != "":
-		i = find(kids, w.hash)
+	case name != "":
+		i = slices.IndexFunc(kids, func(c child) bool { return c.name == name })
+	case hash != "":
+		i = find(kids, hash)
+	}
+	if i == 0 && (kids[0].kind == driver.Exclusive || kids[0].kind == driver.Write) && !kids[0].reentrant {
+		// First: the waiter takes the lock at its next attempt.
+		w.b.markFirst(lease{w.lk.key, w.owner()}, kids[0].name)
+		return armed{now: true, first: true}, nil
 	}
 	switch {
 	case len(kids) == 0 || i == 0:
@@ -135,13 +187,22 @@ func (w *watch) arm() (armed, error) {
 	if err != nil {
 		return armed{}, err
 	}
+	var sole string
+	if i == 1 && (kids[1].kind == driver.Exclusive || kids[1].kind == driver.Write) && !kids[1].reentrant {
+		// The listing has the waiter's node, and so every node made
+		// before it: when the one ahead leaves, the waiter is first.
+		sole = kids[1].name
+	}
 	if !ok {
 		// Gone since the line was read. ExistsW has then set a watch for
 		// the node's creation, which never comes (sequence numbers are not
 		// reused): watch the line instead, or nothing later would fire.
 		return anyChange(true)
 	}
-	return armed{events: events}, nil
+	if i > 0 && (kids[i].kind == driver.Exclusive || kids[i].kind == driver.Write) && !kids[i].reentrant {
+		w.b.markWatched(lease{w.lk.key, w.owner()}, kids[i].name, start)
+	}
+	return armed{events: events, sole: sole}, nil
 }
 
 func (w *watch) loop(a armed) {
@@ -154,18 +215,39 @@ func (w *watch) loop(a armed) {
 		}
 		fired = false
 		var ev zk.Event
+		events := a.events
+		if a.first {
+			// The waiter's attempt takes the lock without a round trip,
+			// and its Lock then closes the watch: look at the line again
+			// only if the watch is still wanted a while later.
+			events = nil
+		}
 		select {
-		case ev = <-a.events:
+		case ev = <-events:
+		case <-afterIf(a.first, handOverGrace):
+			ev.Type = zk.EventNodeDataChanged // no news: only look again
+		case <-w.rearm:
+			ev.Type = zk.EventNodeDataChanged
 		case <-w.stop:
 			return
 		case <-w.b.closed:
 			return
 		}
+		deleted := ev.Type == zk.EventNodeDeleted && !a.children
+		if deleted && a.sole != "" {
+			w.b.markFirst(lease{w.lk.key, w.owner()}, a.sole)
+			w.fire()
+			a, fired = armed{first: true}, true
+			continue
+		}
 		// A node ahead renewing its lease or place lets no one in, and
 		// a change of the line may have only added nodes: the new watch
-		// tells. Anything else may let the waiter in.
+		// tells. The waiter's predecessor leaving lets it in if no node
+		// is left ahead: the listing tells, and marks it first (see
+		// arm), before it is woken. Anything else may let the waiter in.
 		sift := ev.Type == zk.EventNodeChildrenChanged && a.children
-		if ev.Type != zk.EventNodeDataChanged && !sift {
+		listFirst := deleted && w.owner() != ""
+		if ev.Type != zk.EventNodeDataChanged && !sift && !listFirst {
 			w.fire()
 			fired = true
 		}
@@ -192,6 +274,14 @@ func (w *watch) loop(a armed) {
 	}
 }
 
+// afterIf is time.After(d) if cond, else a channel that never receives.
+func afterIf(cond bool, d time.Duration) <-chan time.Time {
+	if !cond {
+		return nil
+	}
+	return time.After(d)
+}
+
 func (w *watch) fire() {
 	select {
 	case w.c <- struct{}{}:
@@ -201,7 +291,45 @@ func (w *watch) fire() {
 
 func (w *watch) C() <-chan struct{} { return w.c }
 
+// Close ends the watch. A plain waiter's closes when its Lock returns: if
+// the owner did not get the lock, its place in line is removed then.
 func (w *watch) Close() error {
-	w.once.Do(func() { close(w.stop) })
+	w.once.Do(func() {
+		close(w.stop)
+		if w.plain {
+			w.b.leavePlain(w)
+		}
+	})
 	return nil
+}
+
+// leavePlain forgets the plain waiter's watch w and, if its owner waits
+// in line without the lock, removes the owner's place: the Lock returned
+// without it. The owner's stripe orders this after an attempt still under
+// way, whose place it then removes too.
+func (b *Backend) leavePlain(w *watch) {
+	b.mu.Lock()
+	b.plain[w.lk.key] = slices.DeleteFunc(b.plain[w.lk.key], func(x *watch) bool { return x == w })
+	if len(b.plain[w.lk.key]) == 0 {
+		delete(b.plain, w.lk.key)
+	}
+	b.mu.Unlock()
+	owner := w.owner()
+	if owner == "" {
+		return
+	}
+	lk := lease{w.lk.key, owner}
+	ctx, cancel := context.WithTimeout(context.Background(), b.sessionTimeout())
+	defer cancel()
+	_, _ = run(ctx, serial(b, owner, func() (struct{}, error) {
+		n, err := b.locate(lk, w.parent)
+		if err != nil || n == nil || n.data.Held {
+			return struct{}{}, err
+		}
+		if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return struct{}{}, err
+		}
+		b.forget(lk)
+		return struct{}{}, nil
+	}))
 }

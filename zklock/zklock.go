@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +21,8 @@ import (
 // DefaultRoot is the znode under which locks live unless [WithRoot] is given.
 const DefaultRoot = "/distlock"
 
-// clockName is the child of the root that every acquisition writes in the
-// same transaction as its node, to learn the leader's time and the zxid.
+// clockName is the child of the root that a client writes to learn the
+// leader's time, when it finds a lease in its way that may have lapsed.
 const clockName = ".clock"
 
 // receiptTTL is how long a release is remembered, so that its repeat
@@ -65,8 +65,10 @@ type Backend struct {
 	nodes    map[lease]*node       // this client's nodes, by key and owner
 	lapses   map[lease]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
 	receipts map[driver.Lease]time.Time
-	refused  map[lease]time.Time // owners whose last attempt was refused, and left no node
-	purged   time.Time           // when refused was last rid of old entries
+	refused  map[lease]time.Time  // owners whose last attempt was refused, and left no node
+	purged   time.Time            // when refused was last rid of old entries
+	plain    map[string][]*watch  // the open watches of plain mutex waiters, by key (see plainPlace)
+	busy     map[string]time.Time // keys by when this client last found others in their line
 	sess     *session
 	closed   chan struct{}
 	once     sync.Once
@@ -82,7 +84,13 @@ type node struct {
 	token   uint64 // the node's creation zxid
 	version int32  // its version after this client's last write
 	data    nodeData
-	reentry string // the identity hash of a re-entrant lease's node, else ""
+	reentry string    // the identity hash of a re-entrant lease's node, else ""
+	wrote   time.Time // when this client sent its last write of the node, if known
+	sess    int64     // the session of this client's last call that saw the node
+	first   bool      // a watch saw the only node ahead of it leave: it is first in line
+	tried   time.Time // when this client's last attempt that listed the line began
+	watched time.Time // when a watch's listing that found the node waiting began, its watch then set
+	retryAt time.Time // when the lease in the way of the last refused attempt ends
 }
 
 // session is one ZooKeeper session of the connection; lost closes when it
@@ -140,7 +148,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
 		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), closed: make(chan struct{})}
+		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -236,12 +244,19 @@ func run[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}
 }
 
+// stripe returns the mutex of owner's calls: its FNV-1a hash picks one.
+func (b *Backend) stripe(owner string) *sync.Mutex {
+	h := uint32(2166136261)
+	for i := 0; i < len(owner); i++ {
+		h = (h ^ uint32(owner[i])) * 16777619
+	}
+	return &b.owners[h%uint32(len(b.owners))]
+}
+
 // serial runs f while holding the stripe of owner.
 func serial[T any](b *Backend, owner string, f func() (T, error)) func() (T, error) {
 	return func() (T, error) {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(owner))
-		m := &b.owners[h.Sum32()%uint32(len(b.owners))]
+		m := b.stripe(owner)
 		m.Lock()
 		defer m.Unlock()
 		return f()
@@ -316,7 +331,9 @@ func checkRequest(req driver.Request) error {
 }
 
 // Acquire implements driver.Backend. A first attempt creates the owner's
-// node and lists the line in two round trips; a blocked one checks whether
+// node, in one round trip when the node is alone in its line, and lists
+// the line otherwise; a waiter told by its watch that it is first takes
+// the lock without a round trip (see handedOver). A blocked one checks whether
 // the lease in its way lapsed, and keeps its place (Queue > 0) or leaves.
 // The retry of a refused attempt that kept no place lists the line first,
 // and makes a node only if it would get in. A re-entrant request is the
@@ -347,16 +364,30 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 	parent := b.linePath(req.Key)
 	h := ownerHash(req.Owner)
 	lk := lease{req.Key, req.Owner}
+	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(lk) {
+		req.Queue = plainPlace(req.TTL)
+	}
 	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
-	n, err := b.locate(lk, parent, h)
+	n, err := b.locate(lk, parent)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	var now int64 // the leader's clock at our last write
-	if n != nil { // a repeat: renew the node as a holding, in case it is one
-		if n.data.Held {
-			data.Since = n.data.Since
+	var now int64   // the leader's clock at our last write
+	stamped := true // the node's data holds the lease asked for
+	if n != nil && !n.data.Held {
+		// A waiter's attempt: it is marked held only if it gets in.
+		if g, ok := b.handedOver(lk, n, req); ok {
+			return g, nil
 		}
+		if g, ok := b.stillWaiting(n, req); ok {
+			return g, nil
+		}
+		stamped = false
+	}
+	tried := time.Now()
+	if n != nil && n.data.Held { // a repeat: renew the holding
+		data.Since = n.data.Since
+		sent := time.Now()
 		st, err := b.conn.Set(n.path, data.encode(), -1)
 		switch {
 		case errors.Is(err, zk.ErrNoNode): // it lapsed or was expired: start over
@@ -365,11 +396,11 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		case err != nil:
 			return driver.Grant{}, err
 		default:
-			n.token, n.data, n.version, now = uint64(st.Czxid), data, st.Version, st.Mtime
+			n.token, n.data, n.version, now, n.wrote = uint64(st.Czxid), data, st.Version, st.Mtime, sent
 			b.noteClock(st.Mtime)
 		}
 	}
-	if n == nil && req.Kind != driver.Exclusive && b.wasRefused(lk) {
+	if n == nil && (req.Kind != driver.Exclusive && b.wasRefused(lk) || req.Kind == driver.Exclusive && req.Queue <= 0 && b.isBusy(req.Key)) {
 		// A retry of a refused attempt looks before it makes a node, so
 		// that a waiter that cannot get in changes nothing in the line:
 		// readers and permits wait for any node to leave, and would wake
@@ -378,6 +409,9 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		// first would cost it a round trip, and the race for a released
 		// lock to the holder that asks again straight away (with 8
 		// workers on one key, waiters then starved for the whole run).
+		// A mutex attempt that keeps no place looks first too while the
+		// key is busy (a holder that asks again at once, a plain Lock's
+		// first attempt): it would make a node only to delete it.
 		g, blocked, err := b.peek(req, parent, h)
 		if blocked {
 			b.setRefused(lk, true)
@@ -387,9 +421,22 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 	}
 	if n == nil {
-		if n, now, err = b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", data, zk.FlagEphemeral|zk.FlagSequence, ""); err != nil {
+		made := data
+		if req.Queue > 0 {
+			made.Wait = ms(req.Queue) // if it must wait, it keeps this node as its place
+		}
+		c, err := b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", made, zk.FlagEphemeral|zk.FlagSequence, "")
+		if err != nil {
 			return driver.Grant{}, err
 		}
+		n, now = c.n, c.now
+		if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
+			return b.granted(lk, n, req), nil
+		}
+		b.setBusy(req.Key)
+		// A node that waited, for however short a time, may have been
+		// judged by its Wait: it is written as a holding if it gets in.
+		stamped = made.Wait == 0
 	}
 	for tries := 0; ; tries++ {
 		names, _, err := b.conn.Children(parent)
@@ -403,7 +450,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
 		}
 		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -418,13 +465,35 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		}
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
+			if !stamped {
+				// First in line: nothing can come ahead of it now, and
+				// the write starts the lease.
+				sent := time.Now()
+				st, err := b.conn.Set(n.path, data.encode(), -1)
+				if errors.Is(err, zk.ErrNoNode) {
+					b.forget(lk)
+					return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+				}
+				if err != nil {
+					return driver.Grant{}, err
+				}
+				n.data, n.version, n.wrote = data, st.Version, sent
+				b.noteClock(st.Mtime)
+			}
 			b.remember(lk, n)
-			b.setRefused(lk, false)
-			return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validFor(req.TTL), Lost: b.lostChan()}, nil
+			return b.granted(lk, n, req), nil
 		}
-		freed, until, err := b.clearLapsed(parent, bs, &now)
+		if req.Kind == driver.Exclusive {
+			// Only the first node holds a mutex: a lapsed node behind it
+			// is cleared once it is first, by the attempt after it.
+			bs = bs[:1]
+		}
+		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
 		if err != nil {
 			return driver.Grant{}, err
+		}
+		if now == 0 {
+			now = b.leaderNow()
 		}
 		retry := max(time.Duration(until-now)*time.Millisecond, time.Millisecond)
 		if freed {
@@ -433,8 +502,128 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			}
 			retry = time.Millisecond
 		}
+		n.tried, n.retryAt = tried, time.Now().Add(retry)
 		return b.wait(lk, n, req, retry)
 	}
+}
+
+// handedOver grants req at once, without a round trip, to the owner's
+// node n waiting in line, once a watch saw the only node ahead of it leave
+// (see watch.arm): a node that comes later is behind it. Its lease is
+// what is left of its place, counted from this client's last write of
+// it; the caller extends it at once (a short grant). It declines when too
+// little is left, or when the session changed since (the node went with
+// the old one): the attempt then writes and lists as usual.
+func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Grant, bool) {
+	if !n.first || n.data.Held || n.wrote.IsZero() || n.reentry != "" {
+		return driver.Grant{}, false
+	}
+	valid := b.validFor(time.Duration(n.data.lease(false)) * time.Millisecond)
+	left := time.Until(n.wrote.Add(valid))
+	if left < valid/2 || n.sess != b.conn.SessionID() {
+		return driver.Grant{}, false
+	}
+	left = min(left, b.validFor(req.TTL))
+	n.data.Held, n.data.Since, n.data.Meta = true, time.Now().UnixMilli(), req.Meta
+	b.mu.Lock()
+	if m := b.nodes[lk]; m != nil && m.path == n.path && m.version == n.version {
+		m.data = n.data
+	}
+	b.mu.Unlock()
+	b.setRefused(lk, false)
+	return driver.Grant{Acquired: true, Token: n.token, ValidFor: left, Lost: b.lostChan()}, true
+}
+
+// stillWaiting refuses the attempt of a waiter without a round trip when
+// its watch, set by a listing made after the waiter's last attempt, has
+// not fired since: the node ahead is still there (or the watch would have
+// listed the line again, and marked the waiter first). It declines once
+// the lease in the way may have lapsed, or the place needs renewing, or
+// the session changed: the attempt then lists the line as usual. A
+// waiter that subscribes retries at once, and its watch's listing has
+// just answered that retry.
+func (b *Backend) stillWaiting(n *node, req driver.Request) (driver.Grant, bool) {
+	if n.tried.IsZero() || !n.watched.After(n.tried) || req.Queue <= 0 || n.sess != b.conn.SessionID() {
+		return driver.Grant{}, false
+	}
+	left := time.Until(n.retryAt)
+	if left <= 0 || n.data.lease(false) != ms(req.Queue) || time.Since(n.wrote) >= req.Queue/3 {
+		return driver.Grant{}, false
+	}
+	return driver.Grant{RetryAfter: left}, true
+}
+
+// markWatched records that a watch's listing, begun at start, found the
+// owner's node, named name, waiting, and set the watch on the node ahead.
+func (b *Backend) markWatched(lk lease, name string, start time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.nodes[lk]; n != nil && n.path != "" && path.Base(n.path) == name && start.After(n.watched) {
+		n.watched = start
+	}
+}
+
+// unwatch forgets that a watch listed the line for the owner's node: the
+// watch is being set again, and may find something else.
+func (b *Backend) unwatch(lk lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.nodes[lk]; n != nil {
+		n.watched = time.Time{}
+	}
+}
+
+// markFirst records that the owner's node, named name, is first in line.
+func (b *Backend) markFirst(lk lease, name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := b.nodes[lk]; n != nil && n.path != "" && path.Base(n.path) == name {
+		n.first = true
+	}
+}
+
+// plainPlace is how long a plain mutex waiter's place in line lasts
+// unrenewed. A plain waiter keeps a place while its Lock waits, as a fair
+// one does, so that a holder that asks again at once queues behind it.
+// The waiter's attempts renew it, as often as its safety poll (a second
+// by default) or the lease in its way says; the place lasts as long as
+// the lease, and at least as long as a fair waiter's place by default.
+// The waiter's Lock removes it when it returns (when the watch closes),
+// or its session does.
+func plainPlace(ttl time.Duration) time.Duration { return max(ttl, 3*time.Second) }
+
+// bindPlain reports whether the owner's attempt is a plain Lock's that
+// waits, and so keeps a place: the owner's watch is open, or the owner's
+// last attempt was refused and one of the key's plain watches, opened by
+// the Lock after that refusal, has no owner yet (the waiters of one
+// Client for a plain mutex ask one at a time). A TryLock's owner is new
+// at each call, and never refused before.
+func (b *Backend) bindPlain(lk lease) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var free *watch
+	for _, w := range b.plain[lk.key] {
+		switch w.owner() {
+		case lk.owner:
+			return true
+		case "":
+			free = w
+		}
+	}
+	if free == nil {
+		return false
+	}
+	if at, ok := b.refused[lk]; !ok || time.Since(at) >= refusalTTL {
+		return false
+	}
+	free.bind(lk.owner)
+	return true
+}
+
+// granted is the grant of req to the owner's node n, just written.
+func (b *Backend) granted(lk lease, n *node, req driver.Request) driver.Grant {
+	b.setRefused(lk, false)
+	return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validFor(req.TTL), Lost: b.lostChan()}
 }
 
 // wait ends a refused attempt: a waiter keeps its place for req.Queue,
@@ -448,7 +637,17 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		b.setRefused(lk, true)
 		return driver.Grant{RetryAfter: retry}, nil
 	}
-	n.data = nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
+	place := nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
+	if n.data.lease(false) == place.Span && !n.wrote.IsZero() && time.Since(n.wrote) < req.Queue/3 {
+		// Made or renewed lately as a place of this length: it lasts at
+		// least two thirds of Queue, and the waiter tries again within
+		// a third. This client knows it as a waiter's.
+		n.data.Held = false
+		b.remember(lk, n)
+		return driver.Grant{RetryAfter: retry}, nil
+	}
+	n.data = place
+	n.wrote = time.Now()
 	st, err := b.conn.Set(n.path, n.data.encode(), -1)
 	if errors.Is(err, zk.ErrNoNode) {
 		b.forget(lk)
@@ -480,7 +679,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		kids := line(names)
 		var now int64 // learned only if needed
 		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
 			if err != nil {
 				return driver.Grant{}, false, err
 			}
@@ -503,7 +702,20 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
-		freed, until, err := b.clearLapsed(parent, bs, &now)
+		if req.Kind == driver.Exclusive {
+			if !synced {
+				// A first attempt is refused only by a holding that
+				// was there when it began: the server may lag behind a
+				// release made before.
+				if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					return driver.Grant{}, false, err
+				}
+				synced = true
+				continue
+			}
+			bs = bs[:1] // see acquire
+		}
+		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
@@ -518,6 +730,34 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		}
 		return driver.Grant{RetryAfter: max(time.Duration(until-now)*time.Millisecond, time.Millisecond)}, true, nil
 	}
+}
+
+// busyFor is how long a key stays busy (see isBusy) after this client
+// last found others in its line.
+const busyFor = time.Second
+
+// isBusy reports whether this client found others in key's line lately.
+func (b *Backend) isBusy(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.busy[key]
+	return ok && time.Since(at) < busyFor
+}
+
+// setBusy records that this client found others in key's line, forgetting
+// the keys it has not found busy for a while.
+func (b *Backend) setBusy(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if len(b.busy) > 64 {
+		for k, at := range b.busy {
+			if now.Sub(at) >= busyFor {
+				delete(b.busy, k)
+			}
+		}
+	}
+	b.busy[key] = now
 }
 
 // wasRefused reports whether the owner's last attempt was refused, and
@@ -554,39 +794,54 @@ func (b *Backend) setRefused(lk lease, refused bool) {
 // needs: a container left empty may be deleted between those and its own.
 const makeTries = 4
 
+// created is the outcome of create: the node, the leader's clock at its
+// creation, and how many children the line had just after it.
+type created struct {
+	n    *node
+	now  int64
+	kids int32
+}
+
 // create makes the owner's node (reentry: a re-entrant lease's, for that
-// identity hash), in one transaction with a write of the clock node,
+// identity hash), in one transaction with a write of the line's own data,
 // whose stat gives the transaction's zxid (the new node's creation zxid:
-// its fencing token) and the leader's time. The owner is marked
-// uncertain first, so that if the reply is lost, the next call looks for
-// the node by its name instead of making another.
-func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int32, reentry string) (*node, int64, error) {
+// its fencing token), the leader's time, and the number of children the
+// line has with the new node: a node alone in its line is first, and
+// needs no listing. The owner is marked uncertain first, so that if the
+// reply is lost, the next call looks for the node by its name instead of
+// making another.
+func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int32, reentry string) (created, error) {
 	b.mu.Lock()
 	b.nodes[lk] = &node{reentry: reentry}
 	b.mu.Unlock()
 	for tries := 0; ; tries++ {
+		sent := time.Now()
 		res, err := b.conn.Multi(
-			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: zk.WorldACL(zk.PermAll), Flags: flags},
-			&zk.SetDataRequest{Path: b.root + "/" + clockName, Version: -1},
+			&zk.CreateRequest{Path: parent + "/" + name, Data: data.encode(), Acl: worldACL, Flags: flags},
+			&zk.SetDataRequest{Path: parent, Version: -1},
 		)
 		if errors.Is(err, zk.ErrNoNode) && tries < makeTries {
 			if err := b.makeLine(parent, tries > 0); err != nil {
-				return nil, 0, err
+				return created{}, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, 0, err
+			return created{}, err
 		}
 		if len(res) != 2 || res[1].Stat == nil {
-			return nil, 0, errors.New("zklock: malformed multi reply")
+			return created{}, errors.New("zklock: malformed multi reply")
 		}
-		b.noteClock(res[1].Stat.Mtime)
-		n := &node{path: res[0].String, token: uint64(res[1].Stat.Mzxid), data: data, reentry: reentry}
+		st := res[1].Stat
+		b.noteClock(st.Mtime)
+		n := &node{path: res[0].String, token: uint64(st.Mzxid), data: data, reentry: reentry, wrote: sent}
 		b.remember(lk, n)
-		return n, res[1].Stat.Mtime, nil
+		return created{n: n, now: st.Mtime, kids: st.NumChildren}, nil
 	}
 }
+
+// worldACL is the ACL of every node: zk.WorldACL makes a new slice each call.
+var worldACL = zk.WorldACL(zk.PermAll)
 
 // makeLine creates the key's node and its line, as containers, and with
 // root (or when the key's node cannot be made), the root and its clock
@@ -621,7 +876,7 @@ func (b *Backend) makeLine(line string, root bool) error {
 
 // locate returns the owner's node: known to this client, or found by name
 // after a call whose reply was lost. It is nil when there is none.
-func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
+func (b *Backend) locate(lk lease, parent string) (*node, error) {
 	b.mu.Lock()
 	n, ok := b.nodes[lk]
 	b.mu.Unlock()
@@ -647,7 +902,7 @@ func (b *Backend) locate(lk lease, parent, h string) (*node, error) {
 		return nil, err
 	}
 	kids := line(names)
-	i := find(kids, h)
+	i := find(kids, ownerHash(lk.owner))
 	if i < 0 {
 		b.forget(lk)
 		return nil, nil
@@ -679,7 +934,15 @@ func (b *Backend) entry(lk lease) (node, bool) {
 
 func (b *Backend) remember(lk lease, n *node) {
 	c := *n
+	c.sess = b.conn.SessionID()
 	b.mu.Lock()
+	if old := b.nodes[lk]; old != nil && old.path == c.path {
+		// Learned by a watch meanwhile: the node is still there.
+		c.first = c.first || old.first
+		if old.watched.After(c.watched) {
+			c.watched = old.watched
+		}
+	}
 	b.nodes[lk] = &c
 	b.watchLapseLocked(lk, &c)
 	b.mu.Unlock()
@@ -753,7 +1016,9 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 	})()
 }
 
-// clearLapsed looks at the nodes in the way, in line order: one whose
+// clearLapsed looks at the nodes in the way, in line order (head is the
+// sequence of the line's first node, whose lease is judged by its Span
+// alone; see nodeData.Wait): one whose
 // lease (or place in line) lapsed on the leader's clock is deleted, unless
 // it was renewed meanwhile (the delete is conditional on its version). It
 // stops at the first node gone, and reports whether one went, and when
@@ -761,7 +1026,7 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 // first to end among the permits. *now is the leader's clock at the
 // caller's last write, or 0: then a write learns it if a node seems to
 // have lapsed.
-func (b *Backend) clearLapsed(parent string, bs []child, now *int64) (freed bool, until int64, err error) {
+func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64) (freed bool, until int64, err error) {
 	for i, c := range bs {
 		raw, st, err := b.conn.Get(parent + "/" + c.name)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -770,7 +1035,7 @@ func (b *Backend) clearLapsed(parent string, bs []child, now *int64) (freed bool
 		if err != nil {
 			return false, 0, err
 		}
-		lapse := st.Mtime + decodeData(raw).Span
+		lapse := st.Mtime + decodeData(raw).lease(c.seq == head)
 		if i == 0 || c.kind == driver.Permit && lapse < until {
 			until = lapse
 		}
@@ -819,7 +1084,7 @@ func (b *Backend) release(l driver.Lease) error {
 	if e, ok := b.entry(lk); ok && e.reentry != "" {
 		return b.releaseReentrant(l, parent, e)
 	}
-	n, err := b.locate(lk, parent, ownerHash(l.Owner))
+	n, err := b.locate(lk, parent)
 	if err != nil {
 		return err
 	}
@@ -866,21 +1131,29 @@ func (b *Backend) receipt(l driver.Lease) {
 }
 
 // deleteNode deletes n if its version is version (-1: any); a holding's
-// token becomes the key's last token unless a later one is there.
+// token becomes the key's last token unless a later one is there. A
+// mutex's or a writer's holding is the key's only one while its node is
+// there, and so the latest: its delete and the token's write go in one
+// round trip. A reader or a permit may leave after a later holding: the
+// last token is read first, and written only if not later.
 func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 	if !n.data.Held {
 		return b.conn.Delete(n.path, version)
 	}
-	raw, st, err := b.conn.Get(keyNode(parent))
-	if err != nil {
-		return err
-	}
-	if last, _ := strconv.ParseUint(string(raw), 10, 64); last >= n.token {
-		return b.conn.Delete(n.path, version)
+	kv := int32(-1)
+	if c, _ := parseChild(path.Base(n.path)); c.kind == driver.Read || c.kind == driver.Permit {
+		raw, st, err := b.conn.Get(keyNode(parent))
+		if err != nil {
+			return err
+		}
+		if last, _ := strconv.ParseUint(string(raw), 10, 64); last >= n.token {
+			return b.conn.Delete(n.path, version)
+		}
+		kv = st.Version
 	}
 	res, err := b.conn.Multi(
 		&zk.DeleteRequest{Path: n.path, Version: version},
-		&zk.SetDataRequest{Path: keyNode(parent), Data: []byte(strconv.FormatUint(n.token, 10)), Version: st.Version},
+		&zk.SetDataRequest{Path: keyNode(parent), Data: strconv.AppendUint(nil, n.token, 10), Version: kv},
 	)
 	for _, r := range res {
 		if r.Error != nil && err == nil {
@@ -921,7 +1194,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 		if e, ok := b.entry(lk); ok && e.reentry != "" {
 			return b.refreshReentrant(lk, b.linePath(l.Key), e, ttl)
 		}
-		n, err := b.locate(lk, b.linePath(l.Key), ownerHash(l.Owner))
+		n, err := b.locate(lk, b.linePath(l.Key))
 		if err != nil {
 			return 0, err
 		}
@@ -929,6 +1202,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 			return 0, driver.ErrNotHeld
 		}
 		n.data.Span = ms(ttl)
+		n.wrote = time.Now()
 		st, err := b.conn.Set(n.path, n.data.encode(), -1)
 		if errors.Is(err, zk.ErrNoNode) {
 			b.forget(lk)
@@ -1011,7 +1285,10 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 	}
 	for _, c := range holders(kids, limit) {
 		d, ok := get(c)
-		if !ok || !d.Held {
+		// The first node of a mutex or a writer holds the lock, granted
+		// or not yet: its owner takes it without asking the ensemble
+		// again (see handedOver).
+		if !ok || !d.Held && (c.reentrant || c.kind != driver.Exclusive && c.kind != driver.Write) {
 			continue
 		}
 		st := stats[c.name]

@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +18,16 @@ import (
 // expiry tests, long enough for an election on a busy machine.
 const sessionTimeout = 6 * time.Second
 
-// dial connects to addrs and waits for a session; the connection is
-// closed when the test ends.
-func dial(t testing.TB, addrs []string, timeout time.Duration) *zk.Conn {
+// dial connects to addrs (through dialer, if one is given) and waits for
+// a session; the connection is closed when the test ends.
+func dial(t testing.TB, addrs []string, timeout time.Duration, dialer ...zk.Dialer) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}))
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}), zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+		if len(dialer) > 0 {
+			return dialer[0](network, address, timeout)
+		}
+		return net.DialTimeout(network, address, timeout)
+	}))
 	if err != nil {
 		t.Fatalf("zk.Connect: %v", err)
 	}
@@ -131,4 +137,9 @@ func TestStandalone(t *testing.T) {
 	t.Run("StateReclaimed", func(t *testing.T) { testStateReclaimed(t, addrs) })
 	t.Run("KeyBytes", func(t *testing.T) { testKeyBytes(t, addrs) })
 	t.Run("ReentrantFair", func(t *testing.T) { testReentrantFair(t, addrs) })
+	t.Run("RoundTrips", func(t *testing.T) { testRoundTrips(t, addrs) })
+	t.Run("HandoffRoundTrips", func(t *testing.T) { testHandoffRoundTrips(t, addrs) })
+	t.Run("NoLostWakeUp", func(t *testing.T) { testNoLostWakeUp(t, addrs) })
+	t.Run("FarWaiterKeepsPlace", func(t *testing.T) { testFarWaiterKeepsPlace(t, addrs) })
+	t.Run("PlainGiveUpLeavesLine", func(t *testing.T) { testPlainGiveUpLeavesLine(t, addrs) })
 }

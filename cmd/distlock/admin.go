@@ -162,7 +162,9 @@ func (c *cli) unlockCmd(ctx context.Context, args []string) int {
 
 // writeRows prints rows as the status table, or as JSON (jsonValue's).
 func (c *cli) writeRows(cmd string, rows []keyStatus, asJSON bool, jsonValue func() any) int {
-	writeWarnings(c.stderr, rows)
+	if !asJSON { // the JSON objects carry them
+		writeWarnings(c.stderr, cmd, rows)
+	}
 	var err error
 	if asJSON {
 		enc := json.NewEncoder(c.stdout)

@@ -42,6 +42,18 @@ func (c *cli) backendURL(flagValue string) string {
 	return c.getenv(urlEnv)
 }
 
+// redactHost returns a scheme-less URL with any password replaced, as
+// url.URL.Redacted does.
+func redactHost(raw string) string {
+	if u, err := url.Parse("x://" + raw); err == nil {
+		return strings.TrimPrefix(u.Redacted(), "x://")
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "xxxxx@" + raw[i+1:]
+	}
+	return raw
+}
+
 // checkURL reports, as a one-line message, why rawURL cannot name a
 // backend of this build; "" means it may. It catches what can be told
 // without the backend so that the message is precise and never echoes a
@@ -49,6 +61,16 @@ func (c *cli) backendURL(flagValue string) string {
 func checkURL(rawURL string) string {
 	if strings.TrimSpace(rawURL) == "" {
 		return fmt.Sprintf("no backend URL: give --url or set %s, e.g. --url redis://localhost:6379/0", urlEnv)
+	}
+	if !strings.Contains(rawURL, "://") && !strings.Contains(rawURL, ":/") && !strings.HasPrefix(rawURL, "//") {
+		// "localhost", "127.0.0.1:6379": a host, not a URL. url.Parse
+		// fails on the second with a message about path segments.
+		guess := "redis://" + redactHost(rawURL)
+		if strings.HasPrefix(rawURL, "/") || strings.HasPrefix(rawURL, ".") {
+			guess = "sqlite://" + redactHost(rawURL) // a file
+		}
+		return fmt.Sprintf("backend URL %q has no scheme: did you mean %s? A URL starts with its backend's scheme (this build knows: %s)",
+			redactHost(rawURL), guess, strings.Join(distlock.Schemes(), ", "))
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -61,7 +83,7 @@ func checkURL(rawURL string) string {
 		return fmt.Sprintf("malformed backend URL: %v", err)
 	}
 	if u.Scheme == "" {
-		return fmt.Sprintf("malformed backend URL %q: no scheme (want e.g. redis://localhost:6379/0)", u.Redacted())
+		return fmt.Sprintf("backend URL %q has no scheme: want e.g. redis://localhost:6379/0 (schemes in this build: %s)", u.Redacted(), strings.Join(distlock.Schemes(), ", "))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	for _, s := range distlock.Schemes() {
@@ -84,16 +106,46 @@ func (c *cli) open(ctx context.Context, cmd, rawURL string, deadline time.Time) 
 	if msg := checkURL(rawURL); msg != "" {
 		return nil, c.usageError(cmd, "%s", msg)
 	}
-	client, err := bounded(ctx, deadline, func(ctx context.Context) (*distlock.Client, error) {
-		return distlock.Open(ctx, rawURL)
-	}, func(late *distlock.Client) { _ = late.Close() })
-	switch {
-	case err == nil:
-		return &backend{Backend: client.Backend(), client: client, url: rawURL}, exitOK
-	case errors.Is(err, distlock.ErrInvalidURL), errors.Is(err, distlock.ErrUnknownScheme):
-		return nil, c.usageError(cmd, "%s", errText(err))
-	default:
-		return nil, c.backendFailed(cmd, "cannot open backend", err)
+	// Opening contacts the backend (distlock.Open pings it). run tries
+	// again until the first contact's deadline, as it does its first
+	// attempt (see tryUntilAnswered): a cold connection may fail.
+	ctx, stop := watchTLS(ctx, rawURL)
+	defer stop()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	pause := 50 * time.Millisecond
+	var telling error // the latest error that says more than "time ran out"
+	for {
+		client, err := bounded(ctx, deadline, func(ctx context.Context) (*distlock.Client, error) {
+			return distlock.Open(ctx, rawURL)
+		}, func(late *distlock.Client) { _ = late.Close() })
+		if cause := context.Cause(ctx); err != nil && ctx.Err() != nil && configProblem(cause) != "" {
+			err = cause // the TLS check found why
+		}
+		switch {
+		case err == nil:
+			return &backend{Backend: client.Backend(), client: client, url: rawURL}, exitOK
+		case errors.Is(err, distlock.ErrInvalidURL), errors.Is(err, distlock.ErrUnknownScheme):
+			return nil, c.usageError(cmd, "%s", errText(err))
+		case configProblem(err) != "":
+			return nil, c.backendFailed(cmd, "cannot open backend", err)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			telling = err
+		}
+		if cmd != "run" || time.Until(deadline) <= pause {
+			if errors.Is(err, context.DeadlineExceeded) && telling != nil {
+				err = telling
+			}
+			return nil, c.backendFailed(cmd, "backend unavailable", err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 

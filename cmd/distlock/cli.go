@@ -79,6 +79,7 @@ func init() {
 		{name: "status", summary: "show whether locks are held, and by whom", run: (*cli).statusCmd},
 		{name: "list", summary: "list the held locks, or those under a prefix", run: (*cli).listCmd},
 		{name: "unlock", summary: "free a lock another process holds (--force)", run: (*cli).unlockCmd},
+		{name: "declare-fresh", summary: "end a new Redis deployment's restart guard (--force)", run: (*cli).freshCmd},
 		{name: "demo", summary: "show with separate processes what a lock prevents", run: (*cli).demoCmd},
 		{name: "torture", summary: "check a deployment's locks under injected faults", run: (*cli).tortureCmd},
 		{name: "help", summary: "show help for a command", run: (*cli).helpCmd},
@@ -129,7 +130,7 @@ Commands:
 `)
 	for _, cmd := range commands {
 		if !cmd.hidden {
-			fmt.Fprintf(w, "  %-11s %s\n", cmd.name, cmd.summary)
+			fmt.Fprintf(w, "  %-13s  %s\n", cmd.name, cmd.summary)
 		}
 	}
 	fmt.Fprintf(w, "\n%s\n%s\nRun 'distlock help <command>' or 'distlock <command> -h' for details.\n", backendHelp(), exitHelp)

@@ -7,7 +7,11 @@
 //	             [--conflict-exit 75] [--grace 10s]
 //	             [--log-level L] [--log-format text|json] -- CMD [ARG...]
 //	distlock run [flags] KEY [flags] -- CMD [ARG...]
+//	distlock run [flags] KEY -c 'SHELL COMMAND'
 //	distlock status [--url URL] [--json] KEY...
+//	distlock list [--url URL] [--json] [PREFIX]
+//	distlock unlock --force [--url URL] [--json] KEY
+//	distlock declare-fresh --force [--url URL]
 //	distlock demo [--url URL] [--rounds 5] [--doctors 2] [--pause 100ms]
 //	distlock torture [--url URL | --servers KIND] [--workers 8] [--duration 60s] [--ttl 500ms] [--faults pause,kill,cut,server] [--seed N] [--json FILE] [--timeline FILE]
 //	distlock help [COMMAND]
@@ -47,7 +51,8 @@
 // run takes the lock on KEY, waiting up to --wait for it (default: as long
 // as it takes; with --wait 0 it does not wait for a holder). KEY is given
 // with --key, or as the first argument before CMD, as etcdctl lock and
-// flock take it: "distlock run nightly -- backup.sh". A lock held
+// flock take it: "distlock run nightly -- backup.sh". -c runs a shell
+// command line instead of CMD, as flock -c does, with /bin/sh -c. A lock held
 // elsewhere ends run with 75, or with --conflict-exit N: flock -n exits 1
 // there and flock -n -E 75 exits 75, so --conflict-exit 1 behaves as plain
 // flock -n, and --conflict-exit 0 skips quietly, as flock -n -E 0.

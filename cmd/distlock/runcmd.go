@@ -121,12 +121,14 @@ func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
 }
 
 const runSynopsis = "distlock run [--url URL] --key KEY [--limit N | --shared | --exclusive] [--ttl 30s] [--wait forever|D] [--conflict-exit 75] [--grace 10s] [--log-level L] [--log-format text|json] -- CMD [ARG...]\n" +
-	"  distlock run [flags] KEY [flags] -- CMD [ARG...]"
+	"  distlock run [flags] KEY [flags] -- CMD [ARG...]\n" +
+	"  distlock run [flags] KEY -c 'SHELL COMMAND'"
 
 const runAbout = `Run takes the lock KEY, runs CMD while holding it, and releases it when
 CMD exits, exiting with CMD's status. KEY is given with --key, or as the
 first argument, before CMD (the -- before CMD may be left out when CMD
-does not start with a dash). The backend must be one that other processes
+does not start with a dash). -c runs a shell command line instead of CMD,
+as flock -c does: /bin/sh -c 'SHELL COMMAND'. The backend must be one that other processes
 reach: run refuses mem://, whose locks live inside one process.
 
 It waits for the lock up to --wait (by default as long as it takes);
@@ -186,11 +188,13 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	fs.BoolVar(&o.shared, "shared", false, "hold KEY shared with other --shared runs: the read side of a read-write lock")
 	fs.BoolVar(&o.excl, "exclusive", false, "hold KEY alone, keeping --shared runs out: the write side of a read-write lock")
 	fs.IntVar(&o.conflict, "conflict-exit", o.conflict, "exit `status` when the lock is held elsewhere (0 to 255)")
+	var shell string
+	fs.StringVar(&shell, "c", "", "run `command` with /bin/sh -c instead of CMD, as flock -c does")
 	var lf logFlags
 	fs.StringVar(&lf.level, "log-level", "", "log to standard error at `level` debug, info, warn or error (default: no log)")
 	fs.StringVar(&lf.format, "log-format", "text", "log `format`: text or json")
 	// DISTLOCK_URL is read as the backend's; DISTLOCK_KEY is CMD's.
-	envSkip := []string{"url", "key"}
+	envSkip := []string{"url", "key", "c"}
 	documentEnv(fs, envSkip...)
 	if code, done := c.parse(fs, args); done {
 		return nil, code, true
@@ -207,14 +211,26 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	if code, done := c.applyEnv(fs, envSkip...); done {
 		return nil, code, true
 	}
-	limitSet := false
-	fs.Visit(func(f *flag.Flag) { limitSet = limitSet || f.Name == "limit" })
+	limitSet, shellSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		limitSet = limitSet || f.Name == "limit"
+		shellSet = shellSet || f.Name == "c"
+	})
 	log, err := lf.logger(c.stderr)
 	if err != nil {
 		return nil, c.usageError("run", "%s", err), true
 	}
 	o.log = log
 	o.argv = fs.Args()
+	if shellSet {
+		if len(o.argv) > 0 {
+			return nil, c.usageError("run", "-c and CMD cannot be combined: give the command as -c 'SHELL COMMAND' or after --, not both (got %q)", o.argv), true
+		}
+		if strings.TrimSpace(shell) == "" {
+			return nil, c.usageError("run", "-c: empty shell command"), true
+		}
+		o.argv = shellArgv(shell)
+	}
 	o.url = c.backendURL(o.url)
 	switch {
 	case o.key == "":
@@ -234,7 +250,7 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	case o.conflict < 0 || o.conflict > 255:
 		return nil, c.usageError("run", "--conflict-exit %d: want a status from 0 to 255", o.conflict), true
 	case len(o.argv) == 0:
-		return nil, c.usageError("run", "missing CMD to run (put it after --)"), true
+		return nil, c.usageError("run", "missing CMD to run (put it after --, or give a shell command line with -c)"), true
 	case o.argv[0] == "":
 		return nil, c.usageError("run", "CMD is empty"), true
 	}
@@ -246,6 +262,34 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 			"use a backend other processes reach, such as redis://host:6379/0, or sqlite:///path/locks.db on one host"), true
 	}
 	return o, 0, false
+}
+
+// defaultMaxTTL is the Redis backends' maximum lease unless the URL sets
+// max_ttl (redislock.DefaultMaxTTL, and redlock's).
+const defaultMaxTTL = time.Minute
+
+// ttlAboveMaximum explains the refusal of a --ttl above the backend's
+// maximum lease, in the CLI's terms: what run does instead, and the URL
+// option that raises the maximum.
+func ttlAboveMaximum(o *runOptions) string {
+	limit := defaultMaxTTL.String()
+	if u, err := url.Parse(o.url); err == nil && u.Query().Get("max_ttl") != "" {
+		limit = u.Query().Get("max_ttl")
+	}
+	return fmt.Sprintf("--ttl %v is longer than the longest lease this backend grants (%s). A long --ttl is not needed for a long CMD: "+
+		"run renews the lease every TTL/3 while CMD runs, so CMD may run for hours under the default --ttl %v, "+
+		"and the TTL only bounds how long KEY stays held after run dies. To grant longer leases anyway, add max_ttl=%v "+
+		"to the URL of every client of these servers (e.g. redis://host:6379/0?max_ttl=%v)",
+		o.ttl, limit, defaultTTL, o.ttl, o.ttl)
+}
+
+// shellArgv is the argv that runs command, a shell command line, as
+// flock -c runs it.
+func shellArgv(command string) []string {
+	if runtime.GOOS == "windows" {
+		return []string{"cmd.exe", "/C", command}
+	}
+	return []string{"/bin/sh", "-c", command}
 }
 
 // afterDashes reports whether rest, what fs.Parse(args) left over, began
@@ -344,7 +388,7 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	if errors.Is(err, distlock.ErrNotObtained) {
 		guard = c.guardNote(actx, b, o.key)
 		if guard != "" && (o.wait.forever || o.wait.d > 0) {
-			fmt.Fprintf(c.stderr, "distlock run: %q is free, but %s; waiting\n", o.key, guard)
+			fmt.Fprintf(c.stderr, "distlock run: %q is free, but %s; waiting (%s)\n", o.key, guard, freshHint)
 		}
 	}
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
@@ -378,6 +422,8 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 			o.log.Info("distlock run: acquired", "key", o.key, "token", l.Token(), "wait", time.Since(start), "valid_until", l.ValidUntil())
 		}
 		return l, exitOK
+	case errors.Is(err, distlock.ErrInvalidTTL) && errors.Is(err, errors.ErrUnsupported):
+		return nil, c.usageError("run", "%s", ttlAboveMaximum(o))
 	case errors.Is(err, distlock.ErrInvalidKey), errors.Is(err, distlock.ErrInvalidTTL), errors.Is(err, distlock.ErrInvalidArgument),
 		errors.Is(err, errors.ErrUnsupported): // asked of the backend what it does not do, such as a TTL above its maximum
 		return nil, c.usageError("run", "%s", errText(err))
@@ -387,7 +433,7 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 		}
 		if !o.wait.forever && o.wait.d == 0 {
 			if guard != "" {
-				return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: it is free, but %s", o.key, guard)
+				return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: it is free, but %s; %s", o.key, guard, freshHint)
 			}
 			return nil, c.conflict(o, "lock %q is held elsewhere", o.key)
 		}

@@ -23,9 +23,11 @@ the current holding, or of the last one when the lock is free), how long the
 holder's lease has left, and what the holder recorded about itself: host,
 pid, since (when it took the lock) and cmd (what distlock run runs). --json
 adds the kind of lock and its number of holds (readers, permits, re-entrant
-holds). Warnings about the deployment (an eviction policy that may drop
-lock keys, no persistence, the restart guard holding new locks back) go to
-stderr, one line each, and into the JSON objects. Flags may come before or
+holds), and a semaphore's number of permits. In the table, a semaphore's
+holder shows permits=HELD/LIMIT and a read lock's readers=N. Warnings
+about the deployment (an eviction policy that may drop lock keys, no
+persistence, the restart guard holding new locks back) go to stderr, one
+line each, or, with --json, into the JSON objects only. Flags may come before or
 after the keys.
 A backend that does not answer within 5s ends status with 69.
 
@@ -42,6 +44,7 @@ type keyStatus struct {
 	Held  bool   `json:"held"`
 	Kind  string `json:"kind,omitempty"`  // mutex, write, read or permit, when held
 	Holds int    `json:"holds,omitempty"` // when held
+	Limit int    `json:"limit,omitempty"` // a semaphore's permits, when held
 	Token uint64 `json:"token"`
 	// TTLMillis is the holder's remaining lease in milliseconds; 0 when free.
 	TTLMillis int64 `json:"ttl_ms"`
@@ -139,7 +142,9 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 		}
 		out = append(out, newKeyStatus(info))
 	}
-	writeWarnings(c.stderr, out)
+	if !o.asJSON { // the JSON objects carry them
+		writeWarnings(c.stderr, "status", out)
+	}
 	var err error
 	if o.asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -162,7 +167,7 @@ func (c *cli) statusCmd(ctx context.Context, args []string) int {
 func newKeyStatus(info distlock.Info) keyStatus {
 	s := keyStatus{Key: info.Key, Held: info.Held, Token: info.Token, Warnings: info.Warnings}
 	if info.Held {
-		s.Kind, s.Holds = info.Kind.String(), info.Holds
+		s.Kind, s.Holds, s.Limit = info.Kind.String(), info.Holds, info.Limit
 		s.TTLMillis = max(info.TTL.Milliseconds(), 0)
 		s.Meta = info.Meta
 		if t, ok := parseSince(info.Meta["since"]); ok {
@@ -172,10 +177,10 @@ func newKeyStatus(info distlock.Info) keyStatus {
 	return s
 }
 
-// writeWarnings writes each distinct warning of rows once: a warning about
-// the deployment comes with every key, and one line says it. A warning
-// that only some keys have names them.
-func writeWarnings(w io.Writer, rows []keyStatus) {
+// writeWarnings writes each distinct warning of rows once, as command
+// cmd's: a warning about the deployment comes with every key, and one
+// line says it. A warning that only some keys have names them.
+func writeWarnings(w io.Writer, cmd string, rows []keyStatus) {
 	var order []string
 	keys := map[string][]string{}
 	for _, r := range rows {
@@ -188,9 +193,9 @@ func writeWarnings(w io.Writer, rows []keyStatus) {
 	}
 	for _, text := range order {
 		if ks := keys[text]; len(ks) < len(rows) {
-			fmt.Fprintf(w, "distlock status: warning: %s: %s\n", strings.Join(ks, ", "), text)
+			fmt.Fprintf(w, "distlock %s: warning: %s: %s\n", cmd, strings.Join(ks, ", "), text)
 		} else {
-			fmt.Fprintf(w, "distlock status: warning: %s\n", text)
+			fmt.Fprintf(w, "distlock %s: warning: %s\n", cmd, text)
 		}
 	}
 }
@@ -235,6 +240,16 @@ func writeStatusTable(w io.Writer, rows []keyStatus, now time.Time) error {
 // then any other fields in name order.
 func describeHolder(r keyStatus, now time.Time) string {
 	var parts []string
+	switch r.Kind {
+	case "permit":
+		if r.Limit > 0 {
+			parts = append(parts, fmt.Sprintf("permits=%d/%d", r.Holds, r.Limit))
+		} else {
+			parts = append(parts, fmt.Sprintf("permits=%d", r.Holds))
+		}
+	case "read":
+		parts = append(parts, fmt.Sprintf("readers=%d", r.Holds))
+	}
 	if h := r.Meta["host"]; h != "" {
 		parts = append(parts, "host="+quoteCell(h))
 	}

@@ -79,14 +79,14 @@ func TestStatusWarnings(t *testing.T) {
 		newKeyStatus(distlock.Info{Key: "b c", Warnings: []string{risk, "restart guard: new locks are granted in 12s"}}),
 	}
 	var b strings.Builder
-	writeWarnings(&b, rows)
+	writeWarnings(&b, "status", rows)
 	want := "distlock status: warning: " + risk + "\n" +
 		`distlock status: warning: "b c": restart guard: new locks are granted in 12s` + "\n"
 	if b.String() != want {
 		t.Errorf("warnings:\n%s\nwant:\n%s", b.String(), want)
 	}
 	b.Reset()
-	writeWarnings(&b, []keyStatus{newKeyStatus(distlock.Info{Key: "a"})})
+	writeWarnings(&b, "status", []keyStatus{newKeyStatus(distlock.Info{Key: "a"})})
 	if b.Len() != 0 {
 		t.Errorf("warnings without any: %q", b.String())
 	}

@@ -162,3 +162,26 @@ func Guarded(ctx context.Context, rdb redis.UniversalClient) (*distlock.Client, 
 	// readme-end
 	return c, nil
 }
+
+// ClientSettings shows the go-redis settings of docs/redis.md.
+func ClientSettings() *redis.Client {
+	// readme-begin
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		ContextTimeoutEnabled: true, // a call ends at its context's deadline
+		MaxRetries:            -1,   // distlock retries, not the client
+		DialerRetries:         1,    // one dial per connection attempt
+	})
+	// readme-end
+	return rdb
+}
+
+// NoLongTTL shows a bsm/redislock call's one-hour TTL dropped for the
+// watchdog.
+func NoLongTTL(ctx context.Context, c *distlock.Client) (*distlock.Lock, error) {
+	// readme-begin
+	// before (bsm/redislock): lock, err := locker.Obtain(ctx, "report", time.Hour, nil)
+	l, err := c.Mutex("report").TryLock(ctx) // default TTL 30s, renewed until Unlock
+	// readme-end
+	return l, err
+}

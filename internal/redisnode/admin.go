@@ -12,16 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/break.lua
-var breakSrc string
-
-var breakScript = newScript(queueLib + breakSrc)
-
 // Break ends every holding of k, whoever holds it, and wakes its waiters,
 // in one round trip. It reports whether anything was held.
 func Break(ctx context.Context, c redis.Scripter, k Keys) (bool, error) {
-	keys := []string{k.Lock, k.Holds, k.Readers, k.RTokens, k.Permits, k.Tokens, k.Queue, k.Places}
-	n, err := breakScript.Run(ctx, c, keys, k.Channel).Int64()
+	n, err := run(ctx, c, breakScript, k.of(breakScript), k.channel).Int64()
 	return n > 0, err
 }
 

@@ -14,18 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed lua/token.lua
-	tokenLib string
-	//go:embed lua/declare_fresh.lua
-	declareFreshSrc string
-	//go:embed lua/guard_wait.lua
-	guardWaitSrc string
-
-	declareFresh = newScript(declareFreshSrc)
-	guardWait    = newScript(guardWaitSrc)
-)
-
 // Guard says how a node's scripts keep fencing tokens and leases safe when
 // the node loses data.
 type Guard struct {
@@ -79,11 +67,11 @@ func markerName(prefix, lock string, cluster bool) string {
 // been empty for a maximum lease length.
 func DeclareFresh(ctx context.Context, c redis.UniversalClient, prefix string, cluster bool) error {
 	if !cluster {
-		return declareFresh.Run(ctx, c, []string{markerName(prefix, "", false)}).Err()
+		return run(ctx, c, declareFresh, []any{markerName(prefix, "", false)}).Err()
 	}
 	cc, ok := c.(*redis.ClusterClient)
 	if !ok {
-		return declareFresh.Run(ctx, c, []string{markerName(prefix, "", false)}).Err()
+		return run(ctx, c, declareFresh, []any{markerName(prefix, "", false)}).Err()
 	}
 	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		return declareFresh.Load(ctx, m).Err()
@@ -104,7 +92,7 @@ func GuardWait(ctx context.Context, c redis.Scripter, k Keys, maxTTL time.Durati
 	if maxTTL <= 0 {
 		return 0, nil
 	}
-	ms, err := guardWait.Run(ctx, c, []string{k.Fence, k.Guard}, maxTTL.Milliseconds()).Int64()
+	ms, err := run(ctx, c, guardWait, k.of(guardWait), maxTTL.Milliseconds()).Int64()
 	return time.Duration(ms) * time.Millisecond, err
 }
 
@@ -222,4 +210,32 @@ func GuardQuery(q url.Values) (maxTTL time.Duration, off bool, err error) {
 		q.Del("restart_guard")
 	}
 	return maxTTL, off, nil
+}
+
+// noInfo begins the error of a script whose restart guard may not read
+// INFO server (NO_INFO in token.lua), which an ACL can forbid.
+const noInfo = "distlock: the restart guard cannot read INFO server"
+
+// BlindGuard reports whether err is a script's failure to read INFO server
+// for the restart guard: the user's ACL forbids it. Every attempt on a key
+// the node does not know fails so until the user may run INFO (+info) or
+// the guard is turned off; the failed attempt changed nothing.
+func BlindGuard(err error) bool {
+	return err != nil && strings.Contains(err.Error(), noInfo)
+}
+
+// CheckPrefix returns an error if keys under prefix would not keep a
+// lock's keys and its guard marker in one Redis Cluster hash slot: a "{"
+// in prefix not closed within it by a "}" after at least one byte would
+// make the hash tag run into the lock's name, or, empty, be ignored. A
+// prefix with a whole tag of its own puts every lock in that tag's slot.
+func CheckPrefix(prefix string) error {
+	i := strings.IndexByte(prefix, '{')
+	if i < 0 {
+		return nil
+	}
+	if j := strings.IndexByte(prefix[i+1:], '}'); j > 0 {
+		return nil
+	}
+	return fmt.Errorf("prefix %q has a %q that would move the Redis Cluster hash tag of every key under it, spreading a lock's keys over slots; close the tag within the prefix (%q) or leave braces out", prefix, "{", "{app}:")
 }

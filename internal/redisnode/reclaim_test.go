@@ -2,30 +2,52 @@ package redisnode_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 	"github.com/distlock-go/distlock/internal/testserver"
 )
 
-// counterState reads, at one instant, the server's clock (µs), the
-// fencing counter and its remaining life.
+// counterState reads, at one instant, the server's clock (µs), the last
+// token the records of k keep (the counter, the release receipt, the
+// lease), and how much longer the longest-lived record that keeps it
+// lasts.
 func counterState(t *testing.T, rdb *redis.Client, k redisnode.Keys) (now, counter uint64, life time.Duration) {
 	t.Helper()
-	const read = "local t = redis.call('TIME') " +
-		"return {t[1] * 1000000 + t[2], redis.call('GET', KEYS[1]) or '0', redis.call('PTTL', KEYS[1])}"
-	vals, err := rdb.Eval(context.Background(), read, []string{k.Fence}).Slice()
+	const read = "local t = redis.call('TIME') local out = {t[1] * 1000000 + t[2]} " +
+		"for _, key in ipairs(KEYS) do table.insert(out, redis.call('GET', key) or '') table.insert(out, redis.call('PTTL', key)) end " +
+		"return out"
+	vals, err := rdb.Eval(context.Background(), read, []string{k.Fence, k.Receipt, k.Lock}).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c uint64
-	for _, ch := range vals[1].(string) {
-		c = c*10 + uint64(ch-'0')
+	life = -2 * time.Millisecond
+	for i, line := range []int{0, -1, 1} { // which line of each value holds the token
+		v, _ := vals[1+2*i].(string)
+		lines := strings.Split(v, "\n")
+		if v == "" || (line > 0 && len(lines) <= line) {
+			continue
+		}
+		n, err := strconv.ParseUint(lines[(line+len(lines))%len(lines)], 10, 64)
+		if err != nil {
+			continue
+		}
+		pttl := time.Duration(vals[2+2*i].(int64)) * time.Millisecond
+		switch {
+		case n > counter:
+			counter, life = n, pttl
+		case n == counter:
+			life = max(life, pttl)
+		}
 	}
-	return uint64(vals[0].(int64)), c, time.Duration(vals[2].(int64)) * time.Millisecond
+	return uint64(vals[0].(int64)), counter, life
 }
 
 // checkLife fails t unless the counter of k expires, and not before the
@@ -91,13 +113,45 @@ func TestCounterReclaimedTokensIncrease(t *testing.T) {
 			take() // and one more on top, by INCR with the coarse floor
 			checkLife(t, rdb, k, grain)
 			deadline := time.Now().Add(40 * time.Second)
-			for rdb.Exists(ctx, k.Fence).Val() == 1 {
+			for rdb.Exists(ctx, k.Fence, k.Receipt, k.Lock).Val() > 0 {
 				if time.Now().After(deadline) {
-					t.Fatal("the counter did not expire within 40s")
+					t.Fatal("the records of the last token did not expire within 40s")
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
 			take()
 		})
+	}
+}
+
+// TestPermitAfterReleaseRefusesMutex: a mutex grant skips looking for
+// readers and permits only while the release receipt shows none can have
+// been granted since; a permit granted after the release is seen.
+func TestPermitAfterReleaseRefusesMutex(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx := context.Background()
+	k := redisnode.KeysFor("quiet:", t.Name())
+	tok, _, err := redisnode.Acquire(ctx, rdb, k, "a", time.Minute, "")
+	if err != nil || tok == 0 {
+		t.Fatalf("Acquire: %d, %v", tok, err)
+	}
+	if ok, err := redisnode.Release(ctx, rdb, k, "a"); err != nil || !ok {
+		t.Fatalf("Release: %v, %v", ok, err)
+	}
+	permit, _, err := redisnode.AcquirePermit(ctx, rdb, k, "p", time.Minute, 2)
+	if err != nil || permit <= tok {
+		t.Fatalf("AcquirePermit: %d, %v; want a token above %d", permit, err, tok)
+	}
+	got, _, err := redisnode.Acquire(ctx, rdb, k, "b", time.Minute, "")
+	var kind *driver.KindError
+	if !errors.As(err, &kind) || got != 0 {
+		t.Fatalf("Acquire beside a live permit: token %d, %v; want a KindError", got, err)
+	}
+	if ok, err := redisnode.ReleasePermit(ctx, rdb, k, "p"); err != nil || !ok {
+		t.Fatalf("ReleasePermit: %v, %v", ok, err)
+	}
+	if got, _, err := redisnode.Acquire(ctx, rdb, k, "b", time.Minute, ""); err != nil || got <= permit {
+		t.Fatalf("Acquire after the permit's release: %d, %v; want a token above %d", got, err, permit)
 	}
 }

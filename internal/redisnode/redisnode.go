@@ -1,6 +1,11 @@
 // Package redisnode holds the lock operations on one Redis node — the Lua
 // scripts, the key layout and the shared release subscription — used by
 // both redislock (one deployment) and redlock (N independent masters).
+//
+// The scripts are one table (scripts.go): each row names the script's keys
+// and arguments, which its Lua body reads by those names, and the shared
+// helpers it is built from. FORMAT.md describes every key and value the
+// scripts store.
 package redisnode
 
 import (
@@ -25,77 +30,13 @@ import (
 	"github.com/distlock-go/distlock/driver"
 )
 
-var (
-	//go:embed lua/acquire.lua
-	acquireSrc string
-	//go:embed lua/release.lua
-	releaseSrc string
-	//go:embed lua/refresh.lua
-	refreshSrc string
-	//go:embed lua/inspect.lua
-	inspectSrc string
-	//go:embed lua/seed.lua
-	seedSrc string
-	//go:embed lua/acquire_fair.lua
-	acquireFairSrc string
-	//go:embed lua/leave.lua
-	leaveSrc string
-	//go:embed lua/queue.lua
-	queueLib string
-	//go:embed lua/permit.lua
-	permitLib string
-	//go:embed lua/acquire_permit.lua
-	acquirePermitSrc string
-	//go:embed lua/release_permit.lua
-	releasePermitSrc string
-	//go:embed lua/refresh_permit.lua
-	refreshPermitSrc string
-	//go:embed lua/acquire_write.lua
-	acquireWriteSrc string
-	//go:embed lua/acquire_read.lua
-	acquireReadSrc string
-	//go:embed lua/acquire_reentrant.lua
-	acquireReentrantSrc string
-	//go:embed lua/kind.lua
-	kindLib string
-	//go:embed lua/holds.lua
-	holdsLib string
-
-	// Scripts run by SHA; go-redis falls back to EVAL on NOSCRIPT (after a
-	// restart or SCRIPT FLUSH), which loads them again.
-	acquireScript = newScript(tokenLib + kindLib + acquireSrc)
-	releaseScript = newScript(tokenLib + kindLib + queueLib + releaseSrc)
-	refreshScript = newScript(refreshSrc)
-	inspectScript = newScript(inspectSrc)
-	seedScript    = newScript(tokenLib + seedSrc)
-	fairScript    = newScript(tokenLib + kindLib + holdsLib + queueLib + acquireFairSrc)
-	leaveScript   = newScript(queueLib + leaveSrc)
-	permitScript  = newScript(tokenLib + kindLib + permitLib + acquirePermitSrc)
-	giveBack      = newScript(tokenLib + permitLib + releasePermitSrc)
-	extendPermit  = newScript(tokenLib + permitLib + refreshPermitSrc)
-	writeScript   = newScript(tokenLib + kindLib + permitLib + acquireWriteSrc)
-	readScript    = newScript(tokenLib + kindLib + permitLib + acquireReadSrc)
-	reentryScript = newScript(tokenLib + kindLib + holdsLib + acquireReentrantSrc)
-)
-
-// script is a Lua script with its source and SHA boxed once for the hot path.
-type script struct {
-	*redis.Script
-	src, sha any
-}
-
-func newScript(src string) script {
-	s := redis.NewScript(src)
-	return script{Script: s, src: src, sha: s.Hash()}
-}
-
 // Keys are the Redis names of one lock, and the settings of the scripts
 // that grant it (see [Guard]). They share a hash slot, so the scripts work
-// on Redis Cluster.
+// on Redis Cluster. FORMAT.md describes what each holds.
 type Keys struct {
 	Name    string // the lock's name, as the caller gave it
 	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
-	Fence   string // the fencing counter; expires once the clock floor has passed it (see token.lua)
+	Fence   string // the fencing counter, when a token needs it; expires once the clock floor has passed it (see token.lua)
 	Guard   string // the restart guard's marker, shared by the locks of a prefix (of a hash slot, on Cluster)
 	Channel string // published to on release
 	Queue   string // fair waiters by arrival (sorted set)
@@ -106,35 +47,30 @@ type Keys struct {
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
-	// Receipt names the last release of the lock (owner and call), for a
-	// short while, so that the same call sent again after a lost reply
-	// knows it released; PermitReceipts and ReadReceipts do the same for
-	// the releases of permits and of readers (sorted sets by expiry).
+	// Receipt names the last release of the lock (owner and call) and the
+	// released lease's token, for a short while, so that the same call
+	// sent again after a lost reply knows it released, and the next grant
+	// knows the last token; PermitReceipts and ReadReceipts name the
+	// releases of permits and of readers (sorted sets by expiry).
 	Receipt        string
 	PermitReceipts string
 	ReadReceipts   string
 	HoldReceipts   string
-	list           []string // Lock, Fence, Queue, Places
-	boxed          []any    // the same, and Channel, as command arguments, boxed once
-	release        []string // Lock, Queue, Places, Writing, Receipt, Holds, HoldReceipts, Fence, Guard: the keys of release (leave: the first three)
-	relBox         []any
-	sem            []string // Permits, Tokens, Fence, Guard: the keys of the semaphore scripts (refresh: the first two)
-	semBox         []any
-	giveBack       []string // Permits, Tokens, PermitReceipts: the keys of a permit's release
-	giveBox        []any
-	rw             []string // Lock, Fence, Readers, RTokens, Writing, Guard
-	rwBox          []any
-	readBox        []any // Readers, RTokens, ReadReceipts: a reader's release (refresh: the first two)
-	reads          []string
-	acq            []string // Lock, Fence, Guard: the keys of a plain acquire
-	acqBox         []any
-	fair           []string // Lock, Fence, Queue, Places, Guard, Holds: a fair acquire
-	fairBox        []any
-	holds          []string // Lock, Holds, Fence: refresh (the first two) and inspect (all three)
-	holdsBox       []any
-	reentry        []string // Lock, Fence, Guard, Holds: a re-entrant acquire
-	reentryBox     []any
-	grant          any // the guard's argument, last on every script that grants
+	boxes          [][]any // by script id: the script's keys (see scripts.go), boxed once
+	channel        any     // Channel, boxed once
+	grant          any     // the guard's argument, last on every script that grants
+}
+
+// of returns the keys of script s, boxed as command arguments.
+func (k *Keys) of(s *script) []any { return k.boxes[s.id] }
+
+// list returns the keys of script s, for go-redis' own script calls.
+func (k *Keys) list(s *script) []string {
+	out := make([]string, len(k.boxes[s.id]))
+	for i, v := range k.boxes[s.id] {
+		out[i] = v.(string)
+	}
+	return out
 }
 
 // KeysFor returns the keys of the lock named name under prefix, for
@@ -154,30 +90,28 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	}
 	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
 	k.Guard = markerName(prefix, k.Lock, g.Cluster)
-	k.list = []string{k.Lock, k.Fence, k.Queue, k.Places}
-	k.boxed = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Channel}
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
 	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
-	k.release = []string{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts, k.Fence, k.Guard}
-	k.relBox = []any{k.Lock, k.Queue, k.Places, k.Writing, k.Receipt, k.Holds, k.HoldReceipts, k.Fence, k.Guard}
-	k.holds = []string{k.Lock, k.Holds, k.Fence}
-	k.holdsBox = []any{k.Lock, k.Holds, k.Fence}
-	k.rw = []string{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
-	k.rwBox = []any{k.Lock, k.Fence, k.Readers, k.RTokens, k.Writing, k.Guard}
-	k.reads = []string{k.Readers, k.RTokens, k.ReadReceipts}
-	k.readBox = []any{k.Readers, k.RTokens, k.ReadReceipts}
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
-	k.sem = []string{k.Permits, k.Tokens, k.Fence, k.Guard}
-	k.semBox = []any{k.Permits, k.Tokens, k.Fence, k.Guard}
-	k.giveBack = []string{k.Permits, k.Tokens, k.PermitReceipts}
-	k.giveBox = []any{k.Permits, k.Tokens, k.PermitReceipts}
-	k.acq = []string{k.Lock, k.Fence, k.Guard}
-	k.acqBox = []any{k.Lock, k.Fence, k.Guard}
-	k.fair = []string{k.Lock, k.Fence, k.Queue, k.Places, k.Guard, k.Holds}
-	k.fairBox = []any{k.Lock, k.Fence, k.Queue, k.Places, k.Guard, k.Holds}
-	k.reentry = []string{k.Lock, k.Fence, k.Guard, k.Holds}
-	k.reentryBox = []any{k.Lock, k.Fence, k.Guard, k.Holds}
+	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
+		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kReceipt: k.Receipt, kWriting: k.Writing,
+		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
+		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts}
+	n := 0
+	for _, s := range scripts {
+		n += len(s.keys)
+	}
+	all := make([]any, 0, n)
+	k.boxes = make([][]any, len(scripts))
+	for _, s := range scripts {
+		from := len(all)
+		for _, b := range s.keys {
+			all = append(all, names[b.key])
+		}
+		k.boxes[s.id] = all[from:len(all):len(all)]
+	}
+	k.channel = k.Channel
 	k.grant = grant
 	return k
 }
@@ -298,13 +232,13 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	return grantOf(run(ctx, c, acquireScript, k.acqBox, k.acq, owner, boxMillis(ttl), boxDesc(desc), k.grant), k, driver.Exclusive, 0)
+	return grantOf(run(ctx, c, acquireScript, k.of(acquireScript), owner, boxMillis(ttl), boxDesc(desc), k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireCmd queues the acquire script on a pipeline; read it with
 // [ReadGrant].
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
-	return acquireScript.EvalSha(ctx, p, k.acq, owner, ttl.Milliseconds(), desc, k.grant)
+	return acquireScript.EvalSha(ctx, p, k.list(acquireScript), owner, ttl.Milliseconds(), desc, k.grant)
 }
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
@@ -317,12 +251,12 @@ func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, tt
 // hold waits its turn, and while it holds the lock, further holds are
 // granted at once; such a request takes no grant handed over (stamp "").
 func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, stamp, reentry string) (token uint64, holderTTL time.Duration, err error) {
-	return grantOf(run(ctx, c, fairScript, k.fairBox, k.fair, owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, reentry, k.grant), k, driver.Exclusive, 0)
+	return grantOf(run(ctx, c, fairScript, k.of(fairScript), owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, reentry, k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireFairCmd queues the fair acquire script on a pipeline.
 func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, reentry string) *redis.Cmd {
-	return fairScript.EvalSha(ctx, p, k.fair, owner, ttl.Milliseconds(), desc, place.Milliseconds(), "", reentry, k.grant)
+	return fairScript.EvalSha(ctx, p, k.list(fairScript), owner, ttl.Milliseconds(), desc, place.Milliseconds(), "", reentry, k.grant)
 }
 
 // AcquireReentrant runs the re-entrant acquire script: the lock is granted
@@ -331,22 +265,22 @@ func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string
 // ends with its last hold. [Refresh] of any hold renews the lease for all,
 // never shortening it while it has other holds.
 func AcquireReentrant(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, reentry string) (token uint64, holderTTL time.Duration, err error) {
-	return grantOf(run(ctx, c, reentryScript, k.reentryBox, k.reentry, owner, boxMillis(ttl), boxDesc(desc), reentry, k.grant), k, driver.Exclusive, 0)
+	return grantOf(run(ctx, c, reentryScript, k.of(reentryScript), owner, boxMillis(ttl), boxDesc(desc), reentry, k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireReentrantCmd queues the re-entrant acquire script on a pipeline.
 func AcquireReentrantCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc, reentry string) *redis.Cmd {
-	return reentryScript.EvalSha(ctx, p, k.reentry, owner, ttl.Milliseconds(), desc, reentry, k.grant)
+	return reentryScript.EvalSha(ctx, p, k.list(reentryScript), owner, ttl.Milliseconds(), desc, reentry, k.grant)
 }
 
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
 func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
-	return run(ctx, c, leaveScript, k.relBox[:3], k.release[:3], owner, k.boxed[4]).Err()
+	return run(ctx, c, leaveScript, k.of(leaveScript), owner, k.channel).Err()
 }
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
 func LoadScripts(ctx context.Context, c redis.Scripter) error {
-	for _, s := range []script{acquireScript, releaseScript, refreshScript, inspectScript, seedScript, fairScript, leaveScript, permitScript, giveBack, extendPermit, writeScript, readScript, reentryScript, declareFresh, guardWait} {
+	for _, s := range scripts {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return err
 		}
@@ -446,43 +380,43 @@ func kindError(name, reply string, asked driver.Kind, limit int) *driver.KindErr
 // AcquirePermit takes one of the n permits of the semaphore k names; it
 // returns the token, or 0 and the time until the first permit expires.
 func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
-	return grantOf(run(ctx, c, permitScript, k.semBox, k.sem, owner, boxMillis(ttl), n, k.grant), k, driver.Permit, n)
+	return grantOf(run(ctx, c, permitScript, k.of(permitScript), owner, boxMillis(ttl), n, k.grant), k, driver.Permit, n)
 }
 
 // ReleasePermit gives owner's permit back: it reports whether owner held
 // one. Like [Release], it recognises its own repeat after a lost reply.
 func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.giveBox, k.giveBack, owner, k.boxed[4], receiptID, receiptMillis).Int64()
+	v, err := run(ctx, c, releasePermitScript, k.of(releasePermitScript), owner, k.channel, receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
 // RefreshPermit extends owner's permit: it reports whether owner held one.
 func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	v, err := run(ctx, c, extendPermit, k.semBox[:2], k.sem[:2], owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, refreshPermitScript, k.of(refreshPermitScript), owner, boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 
 // AcquireWrite takes a read-write lock for writing; with hold > 0, a writer
 // kept out by readers holds new readers off for hold.
 func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, hold time.Duration) (token uint64, wait time.Duration, err error) {
-	return grantOf(run(ctx, c, writeScript, k.rwBox, k.rw, owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant), k, driver.Write, 0)
+	return grantOf(run(ctx, c, writeScript, k.of(writeScript), owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant), k, driver.Write, 0)
 }
 
 // AcquireRead takes a read-write lock for reading.
 func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (token uint64, wait time.Duration, err error) {
-	return grantOf(run(ctx, c, readScript, k.rwBox, k.rw, owner, boxMillis(ttl), k.grant), k, driver.Read, 0)
+	return grantOf(run(ctx, c, readScript, k.of(readScript), owner, boxMillis(ttl), k.grant), k, driver.Read, 0)
 }
 
 // ReleaseRead ends owner's read lease: it reports whether owner held one.
 // Like [Release], it recognises its own repeat after a lost reply.
 func ReleaseRead(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, giveBack, k.readBox, k.reads, owner, k.boxed[4], receiptID, receiptMillis).Int64()
+	v, err := run(ctx, c, releaseReadScript, k.of(releaseReadScript), owner, k.channel, receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
 // RefreshRead extends owner's read lease: it reports whether owner held one.
 func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	v, err := run(ctx, c, extendPermit, k.readBox[:2], k.reads[:2], owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, refreshReadScript, k.of(refreshReadScript), owner, boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 
@@ -527,19 +461,20 @@ func GiveBack(ctx context.Context, c redis.Scripter, k Keys, owner string, token
 	// The lock's value begins "owner LF token LF": naming both as the
 	// owner matches this grant and no later one (see release.lua).
 	named := owner + "\n" + strconv.FormatUint(token, 10)
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, named, k.boxed[4], call, receiptMillis, wakeArgs[WakeNext], k.grant).Int64()
+	n, err := run(ctx, c, releaseScript, k.of(releaseScript), named, k.channel, call, receiptMillis, wakeArgs[WakeNext], k.grant).Int64()
 	return n == 1, err
 }
 
 // ReleaseWaking is [Release], waking the waiters as wake says.
 func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.relBox, k.release, owner, k.boxed[4], receiptID, receiptMillis, wakeArgs[wake], k.grant).Int64()
+	n, err := run(ctx, c, releaseScript, k.of(releaseScript), owner, k.channel, receiptID, receiptMillis, wakeArgs[wake], k.grant).Int64()
 	return n == 1, err
 }
 
 // ReceiptTTL is how long a release's receipt lasts: longer than a client's
 // retries of the call take (go-redis: up to 3 retries, each at most its
 // ReadTimeout, 5s by default, when no context deadline cuts them short).
+// The lock's receipt lasts COUNTER_LIFE (token.lua), the same 10s.
 const ReceiptTTL = 10 * time.Second
 
 var receiptMillis any = ReceiptTTL.Milliseconds()
@@ -550,7 +485,7 @@ var receiptID any = "r"
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	n, err := run(ctx, c, refreshScript, k.holdsBox[:2], k.holds[:2], owner, boxMillis(ttl)).Int64()
+	n, err := run(ctx, c, refreshScript, k.of(refreshScript), owner, boxMillis(ttl)).Int64()
 	return n == 1, err
 }
 
@@ -558,7 +493,7 @@ func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // With reentry, it raises the token of that identity's re-entrant lease,
 // if it holds the lock, to token too.
 func Seed(ctx context.Context, c redis.Scripter, k Keys, token uint64, reentry string) (uint64, error) {
-	n, err := seedScript.Run(ctx, c, []string{k.Fence, k.Lock}, strconv.FormatUint(token, 10), reentry, k.grant).Int64()
+	n, err := run(ctx, c, seedScript, k.of(seedScript), strconv.FormatUint(token, 10), reentry, k.grant).Int64()
 	return uint64(n), err
 }
 
@@ -575,7 +510,7 @@ type State struct {
 
 // Inspect reads the lock's state without changing it.
 func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
-	vals, err := inspectScript.Run(ctx, c, k.holds).Slice()
+	vals, err := run(ctx, c, inspectScript, k.of(inspectScript)).Slice()
 	if err != nil {
 		return State{}, err
 	}
@@ -685,13 +620,24 @@ type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
-// run calls a script with keys (boxed; keyList is the same unboxed), by EVALSHA with the
-// EVAL fallback on NOSCRIPT, building the command from pre-boxed keys:
-// go-redis' Script.Run would box every key and argument again per call.
-func run(ctx context.Context, c redis.Scripter, s script, keys []any, keyList []string, args ...any) *redis.Cmd {
+// run calls script s with keys (boxed) and args, by EVALSHA with the EVAL
+// fallback on NOSCRIPT, building the command from pre-boxed keys: go-redis'
+// Script.Run would box every key and argument again per call. A call with
+// other numbers of keys or arguments than the script's row names (see
+// scripts.go) fails without being sent.
+func run(ctx context.Context, c redis.Scripter, s *script, keys []any, args ...any) *redis.Cmd {
+	if len(keys) != len(s.keys) || len(args) != len(s.args) {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(fmt.Errorf("redisnode: script %s takes %d keys and %d arguments, not %d and %d", s.name, len(s.keys), len(s.args), len(keys), len(args)))
+		return cmd
+	}
 	p, ok := c.(processor)
 	if !ok {
-		return s.Run(ctx, c, keyList, args...)
+		list := make([]string, len(keys))
+		for i, k := range keys {
+			list[i] = k.(string)
+		}
+		return s.Run(ctx, c, list, args...)
 	}
 	argv := make([]any, 0, 3+len(keys)+len(args))
 	argv = append(argv, "evalsha", s.sha, len(keys))

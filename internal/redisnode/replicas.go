@@ -22,7 +22,7 @@ func RefreshWait(ctx context.Context, c redis.UniversalClient, k Keys, owner str
 	}
 	run := func() (*redis.Cmd, *redis.IntCmd) {
 		pipe := node.Pipeline()
-		ref := refreshScript.EvalSha(ctx, pipe, k.holds[:2], owner, ttl.Milliseconds())
+		ref := refreshScript.EvalSha(ctx, pipe, k.list(refreshScript), owner, ttl.Milliseconds())
 		wait := WaitCmd(ctx, pipe, n, timeout)
 		_, _ = pipe.Exec(ctx)
 		return ref, wait

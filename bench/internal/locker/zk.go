@@ -139,12 +139,14 @@ func (r *zkRecipeLocker) Close() error { r.conn.Close(); return nil }
 // zkOurs is distlock over zklock, plain or fair.
 func zkOurs(fair bool) Library {
 	name, config := "distlock (zklock)", "distlock.New(zklock.New(conn, 10s), WithTTL(TTL))"
-	how := "Acquire creates an ephemeral sequential node named by the owner under the key's node and lists the line; " +
-		"the lowest node holds, and its creation zxid is the fencing token. A refused plain attempt deletes its node and " +
-		"waits for the holder's node to go; release deletes the node. Renewal touches the node's data within the session."
+	how := "Acquire creates an ephemeral sequential node named by the owner in the key's line, in a transaction whose " +
+		"stat says whether the node is alone there (then it holds: one round trip); else it lists the line. The lowest " +
+		"node holds, and its creation zxid is the fencing token. A plain waiter keeps its node from its second attempt " +
+		"and watches the node just before its own; told that node left, it holds without a round trip. Release deletes " +
+		"the node and records the last token in one transaction. Renewal touches the node's data within the session."
 	if fair {
 		name, config = "distlock (zklock, fair)", config+", WithFairness()"
-		how = "As distlock (zklock), but a waiter keeps its node and watches only the node just before its own: FIFO, no herd."
+		how = "As distlock (zklock), but a waiter keeps its node from its first attempt: FIFO, no herd."
 	}
 	return Library{
 		Name: name, Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 3, Contended: true,

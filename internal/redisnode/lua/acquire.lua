@@ -1,7 +1,7 @@
 -- Take the lock if it is free, or confirm it to the owner that already has it.
--- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] restart guard marker
--- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description, then the
--- token grain and the guard's maximum lease as one (see token.lua)
+-- Keys: lock, counter (fencing), marker (the restart guard's).
+-- Arguments: owner, ttl (ms), desc (the holder's description), guard (the
+-- token grain and the guard's maximum lease, see token.lua).
 -- The lock's value is: owner LF fence LF since-ms LF description.
 -- Returns the fencing token (> 0) when granted, or minus the holder's
 -- remaining TTL in ms when not: at least 1 (a lease in its last
@@ -10,21 +10,23 @@
 -- reply is "guard MS", MS the time until it lets them through (see
 -- guard_refusal in token.lua). A key held as another family of lock gets
 -- mismatch's reply (see kind.lua).
-local v = redis.call('GET', KEYS[1])
+local v, last, quiet = records(lock, counter)
 if not v then
-  local other = beside_lock(KEYS[2])
-  if other then
-    return other
+  if not quiet then
+    local other = beside_lock(counter)
+    if other then
+      return other
+    end
   end
-  return take(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[3], ARGV[2])
+  return take(lock, counter, marker, owner, desc, ttl, guard, last)
 end
-local prefix = ARGV[1] .. '\n'
+local prefix = owner .. '\n'
 if string.sub(v, 1, #prefix) == prefix then
   -- A retry of an attempt whose reply was lost: the same grant again.
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', lock, ttl)
   return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
 end
 if is_writer(v) then
   return mismatch('rw')
 end
-return refused(KEYS[1], v)
+return refused(lock, v)

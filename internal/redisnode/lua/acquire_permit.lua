@@ -1,28 +1,27 @@
 -- Take one of the n permits of a semaphore.
--- KEYS[1] permits (sorted set: owner -> expiry ms), KEYS[2] tokens (hash:
--- owner -> fencing token, and n under LIMIT), KEYS[3] fencing counter,
--- KEYS[4] restart guard marker
--- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] n, then the token grain and
--- the guard's maximum lease as one (see token.lua)
+-- Keys: permits (sorted set: owner -> expiry ms), tokens (hash: owner ->
+-- fencing token, and n under LIMIT), counter (fencing), marker (the
+-- restart guard's).
+-- Arguments: owner, ttl (ms), n, guard (see token.lua).
 -- Returns the token (> 0), or minus the time until the first permit
 -- expires, in ms (at least 1), or the restart guard's refusal "guard MS"
 -- (see token.lua); or mismatch's reply (see kind.lua) for a semaphore of another
 -- n or a key held as another family.
-local owner, ttl, n = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+ttl = tonumber(ttl)
 local us, now = clock()
-drop_expired(KEYS[1], KEYS[2], now)
-local again = regrant(KEYS[1], KEYS[2], owner, ttl, now)
+drop_expired(permits, tokens, now)
+local again = regrant(permits, tokens, owner, ttl, now)
 if again then
   return again
 end
-local held, limit = redis.call('ZCARD', KEYS[1]), nil
+local held, limit = redis.call('ZCARD', permits), nil
 if held > 0 then
-  limit = redis.call('HGET', KEYS[2], LIMIT)
+  limit = redis.call('HGET', tokens, LIMIT)
   if limit and limit ~= n then
     return mismatch('permit', limit)
   end
 else
-  local lock, readers = siblings(KEYS[3])
+  local lock, readers = siblings(counter)
   if redis.call('EXISTS', lock, readers) > 0 then
     local v = redis.call('GET', lock)
     if v then
@@ -34,11 +33,11 @@ else
   end
 end
 if held >= tonumber(n) then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')
   return -math.max(1, tonumber(first[2]) - now)
 end
-local fence = grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], owner, ttl, us, now)
+local fence = grant(permits, tokens, counter, marker, owner, ttl, us, now, guard)
 if type(fence) == 'number' and not limit then
-  redis.call('HSET', KEYS[2], LIMIT, n)
+  redis.call('HSET', tokens, LIMIT, n)
 end
 return fence

@@ -1,51 +1,49 @@
 -- Take a read-write lock for writing: free of writers and of live readers.
--- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] readers (sorted set:
--- owner -> expiry ms), KEYS[4] readers' tokens (hash), KEYS[5] the waiting
--- writer (string: owner, expiring), KEYS[6] restart guard marker
--- ARGV[1] owner, ARGV[2] TTL in ms, ARGV[3] holder description (the lease
--- adds WRITER to it, see kind.lua), ARGV[4] how
--- long to hold new readers off while waiting, in ms (0: do not), then the
--- token grain and the guard's maximum lease as one (see token.lua)
+-- Keys: lock, counter (fencing), readers (sorted set: owner -> expiry ms),
+-- rtokens (the readers' tokens, hash), writing (the waiting writer: owner,
+-- expiring), marker (the restart guard's).
+-- Arguments: owner, ttl (ms), desc (the holder's description; the lease
+-- adds WRITER to it, see kind.lua), hold (how long to hold new readers off
+-- while waiting, ms; 0: do not), guard (see token.lua).
 -- Returns the token (> 0), or minus a retry hint in ms: at least 1 while
 -- the holder's lease or a reader's lasts; the restart guard's refusal
 -- "guard MS" (see token.lua); 0 (no hint) for a writer key without a TTL; or mismatch's reply
 -- (see kind.lua), which leaves no claim.
-local owner = ARGV[1]
 local prefix = owner .. '\n'
-local v = redis.call('GET', KEYS[1])
+local v, last = records(lock, counter)
 if v then
   if string.sub(v, 1, #prefix) == prefix then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    redis.call('PEXPIRE', lock, ttl)
     return tonumber(string.match(v, '^[^\n]*\n(%d+)'))
   end
   if not is_writer(v) then
     return mismatch('mutex')
   end
-  return refused(KEYS[1], v)
+  return refused(lock, v)
 end
 local us, now = clock()
-drop_expired(KEYS[3], KEYS[4], now)
-local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-if last[2] then
-  local hold = tonumber(ARGV[4])
+drop_expired(readers, rtokens, now)
+local newest = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+if newest[2] then
+  hold = tonumber(hold)
   if hold > 0 then
-    local w = redis.call('GET', KEYS[5])
+    local w = redis.call('GET', writing)
     if not w or w == owner then
-      redis.call('SET', KEYS[5], owner, 'PX', hold)
+      redis.call('SET', writing, owner, 'PX', hold)
     end
   end
-  return -math.max(1, tonumber(last[2]) - now)
+  return -math.max(1, tonumber(newest[2]) - now)
 end
-local other = beside_lock(KEYS[2], true)
+local other = beside_lock(counter, true)
 if other then
   return other
 end
-local fence, text = issue(KEYS[2], KEYS[6], us)
+local fence, text = issue(counter, marker, us, guard, last, true)
 if not fence then
   return guard_refusal(text)
 end
-if redis.call('GET', KEYS[5]) == owner then
-  redis.call('DEL', KEYS[5])
+if redis.call('GET', writing) == owner then
+  redis.call('DEL', writing)
 end
-redis.call('SET', KEYS[1], lease(owner, text, now, ARGV[3] .. WRITER), 'PX', ARGV[2])
+redis.call('SET', lock, lease(owner, text, now, desc .. WRITER), 'PX', ttl)
 return fence

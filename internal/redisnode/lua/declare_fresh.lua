@@ -1,5 +1,5 @@
 -- Mark the server's current life as one that follows no loss of data (see
--- token.lua). KEYS[1] restart guard marker. Returns the life's run id.
+-- token.lua). Key: marker (the restart guard's). Returns the life's run id.
 local life = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-redis.call('SET', KEYS[1], life)
+redis.call('SET', marker, life)
 return life

@@ -1,10 +1,11 @@
 -- Describe the lock without changing it.
--- KEYS[1] lock key, KEYS[2] a re-entrant lease's holds, KEYS[3] fencing counter
+-- Keys: lock, holds (a re-entrant lease's), counter (fencing).
 -- Returns {value or false, remaining TTL in ms, last fencing token or
 -- false, the re-entrant lease's holds (0 for another lock)}.
-local v = redis.call('GET', KEYS[1])
-local holds = 0
+local v = redis.call('GET', lock)
+local count = 0
 if v and string.byte(v, 1) == 42 then
-  holds = redis.call('HLEN', KEYS[2])
+  count = redis.call('HLEN', holds)
 end
-return {v, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[3]), holds}
+local _, last = records(lock, counter)
+return {v, redis.call('PTTL', lock), last and string.format('%.0f', last) or false, count}

@@ -40,9 +40,11 @@ local function regrant(leases, tokens, owner, ttl, now)
 end
 
 -- grant gives owner a new lease with the next fencing token and returns
--- the token, or the restart guard's refusal (see guard_refusal).
-local function grant(leases, tokens, counter, marker, owner, ttl, us, now)
-  local fence, text = issue(counter, marker, us)
+-- the token, or the restart guard's refusal (see guard_refusal). The token
+-- is written to the counter (no lease of the lock key keeps it).
+local function grant(leases, tokens, counter, marker, owner, ttl, us, now, guard)
+  local _, last = records(string.sub(counter, 1, -7), counter)
+  local fence, text = issue(counter, marker, us, guard, last)
   if not fence then
     return guard_refusal(text)
   end

@@ -1,8 +1,9 @@
--- Shared by the scripts that issue fencing tokens; prepended to them. Their
--- last argument is "grain:maxttl": the token grain in µs and the restart
--- guard's maximum lease length in ms (0: no guard). One argument, not two:
--- a server refuses a command of more than 10 parts from a client that has
--- not authenticated with a protocol error, which would hide its NOAUTH.
+-- Shared by the scripts that issue fencing tokens; prepended to them. Such
+-- a script takes the argument guard, last: "grain:maxttl", the token grain
+-- in µs and the restart guard's maximum lease length in ms (0: no guard),
+-- which it hands to issue. One argument, not two: a server refuses a
+-- command of more than 10 parts from a client that has not authenticated
+-- with a protocol error, which would hide its NOAUTH.
 --
 -- clock returns the server's time in µs and in ms. µs since 1970 are about
 -- 1.8e15 and stay below 2^53, so Lua's doubles hold them, and every token,
@@ -46,81 +47,115 @@ local COUNTER_LIFE = 10000
 -- at the server time us, must last: until the clock floor (of grain µs)
 -- has passed it, so that the tokens issued after it expired are still
 -- above it, and at least COUNTER_LIFE. The millisecond rounded up and one
--- more cover the few µs a counter raised by INCR gains on the life its
--- last write gave it (see issue).
+-- more are a margin over the µs.
 local function counter_life(token, us, grain)
   local ahead = token + grain - us
   return math.max(COUNTER_LIFE, math.floor(ahead / 1000) + 2)
 end
 
--- issue returns the next fencing token of counter, as a number and as
--- decimal text (Lua's own conversion keeps only 14 digits); or nil and the
--- ms to wait while the restart guard holds grants back.
+-- NO_INFO begins the error of a script whose restart guard may not read
+-- INFO (redisnode.BlindGuard recognises it).
+local NO_INFO = 'ERR distlock: the restart guard cannot read INFO server'
+
+-- lease_token, receipt_token and the counter's own value are the tokens
+-- the three records of a lock keep: a lease (holder LF token LF ...), the
+-- release receipt (call LF token, see release.lua) and the counter.
+-- lease_text is a lease's token as decimal text, as it is written back.
+local function lease_text(v)
+  return v and string.match(v, '^[^\n]*\n(%d+)')
+end
+
+local function lease_token(v)
+  return v and tonumber(lease_text(v))
+end
+
+local function receipt_token(r)
+  return r and tonumber(string.match(r, '\n(%d+)$'))
+end
+
+-- highest returns the largest of a, b and c that are not nil, or nil.
+local function highest(a, b, c)
+  local m = a
+  if b and (not m or b > m) then m = b end
+  if c and (not m or c > m) then m = c end
+  return m
+end
+
+-- records reads, in one command, what the lock whose key is lock and whose
+-- counter is counter keeps: the lease on it (or nil), the last token
+-- issued as far as the records tell (or nil: none left), and whether no
+-- reader or permit can have been granted since the last lease ended
+-- (quiet): the receipt of that lease is there and the counter, which
+-- every grant of a reader or permit raises past it for longer than the
+-- receipt lives, is not above it. (An eviction of the counter alone can
+-- fool this, as evictions can take the lock key itself: see the eviction
+-- policy in the package documentation.)
+local function records(lock, counter)
+  local r = redis.call('MGET', lock, lock .. ':receipt', counter)
+  local v = r[1] or nil
+  local rtok, fence = receipt_token(r[2] or nil), r[3] and tonumber(r[3]) or nil
+  local quiet = rtok ~= nil and (fence == nil or fence <= rtok)
+  return v, highest(lease_token(v), rtok, fence), quiet
+end
+
+-- issue returns the next fencing token after last (the largest token the
+-- lock's records keep, or nil when they keep none), under the settings
+-- guard ("grain:maxttl", see above), as a number and as decimal text
+-- (Lua's own conversion keeps only 14 digits); or nil and the ms to wait
+-- while the restart guard holds grants back.
 --
--- The token is max(counter + 1, now rounded down to the grain), stored back
--- as the counter: a counter that was lost (restart, flush, eviction,
--- failover to a lagging replica) resumes above every token issued before
--- the loss, as long as the server's clock has not gone back by more than
--- the loss took. A counter expires once the floor has passed it (see
--- counter_life), which loses nothing: the floor then gives a higher token.
--- Without a clock floor (grain 0) it never expires.
+-- The token is max(last + 1, now rounded down to the grain): records that
+-- were lost (restart, flush, eviction, failover to a lagging replica)
+-- resume above every token issued before the loss, as long as the
+-- server's clock has not gone back by more than the loss took. A token
+-- must be kept until the floor has passed it, which loses nothing: the
+-- floor then gives a higher one. The token of a lease (leased) that the
+-- floor gave, of a grain of at most 1ms, is passed by the floor within a
+-- grain, before the lease can end (a lease lasts at least 1ms after its
+-- last write) and long before its receipt does: the lease and the receipt
+-- keep it. Any other token, one that ran ahead of the floor (a burst of
+-- grants, a written-back token, a clock set back) or of a coarser grain,
+-- or a reader's or permit's, is written to counter too, which lasts for
+-- counter_life. Without a clock floor (grain 0) the counter is written
+-- always and never expires.
 --
--- A missing counter is a key new to this node, one unused long enough for
--- its counter to expire, or one whose data the node lost. The guard tells
--- the last apart by the node's life: the marker holds the run id of a life
--- known not to follow a loss, written by a declaration that the server is
--- new, or by this function once the server has run for one maximum lease
--- length, after which no lease granted before its start can be alive.
--- Until then, a new key waits. uptime_in_seconds is the difference of two
--- whole-second clock readings, up to a second more than the server has
--- run: one second comes off it.
-local function issue(counter, marker, us)
-  local g, m = string.match(ARGV[#ARGV], '^(%d+):(%d+)$')
+-- Records that keep no token are a key new to this node, one unused long
+-- enough for them to expire, or one whose data the node lost. The guard
+-- tells the last apart by the node's life: the marker holds the run id of
+-- a life known not to follow a loss, written by a declaration that the
+-- server is new, or by this function once the server has run for one
+-- maximum lease length, after which no lease granted before its start can
+-- be alive. Until then, a new key waits. uptime_in_seconds is the
+-- difference of two whole-second clock readings, up to a second more than
+-- the server has run: one second comes off it.
+local function issue(counter, marker, us, guard, last, leased)
+  local g, m = string.match(guard, '^(%d+):(%d+)$')
   local grain, maxttl = tonumber(g), tonumber(m)
   local floor = 0
   if grain > 0 then
     floor = us - us % grain
   end
-  -- One command reads the counter and writes it: a µs floor is almost
-  -- always above the counter, so it is written and the old value read back
-  -- (SET ... GET); a coarser one is usually behind it, so the counter is
-  -- raised by one (INCR: 1 means it was missing, and INCR keeps the
-  -- counter's expiry). A second write follows only when that guess was
-  -- wrong, or when the counter ran ahead of the floor and so must last
-  -- longer.
-  local c, raised
-  if grain > 0 and grain <= 1000 then
-    c = redis.call('SET', counter, string.format('%.0f', floor), 'GET', 'PX', counter_life(floor, us, grain))
-    raised = floor
-  else
-    local n = redis.call('INCR', counter)
-    if n > 1 then
-      c = string.format('%.0f', n - 1)
+  if not last and maxttl > 0 then
+    local info = redis.pcall('INFO', 'server')
+    if type(info) == 'table' and info.err then
+      -- An ACL that forbids INFO: nothing is written, the script fails.
+      error({err = NO_INFO .. ' (' .. info.err .. ')'})
     end
-    raised = n
-  end
-  if not c and maxttl > 0 then
-    local info = redis.call('INFO', 'server')
     local life = string.match(info, 'run_id:(%w+)')
     if redis.call('GET', marker) ~= life then
       local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
       if up < maxttl then
-        redis.call('DEL', counter)
         return nil, maxttl - up
       end
       redis.call('SET', marker, life)
     end
   end
-  local token = math.max(tonumber(c or '0') + 1, floor)
+  local token = math.max((last or 0) + 1, floor)
   local text = string.format('%.0f', token)
   if grain == 0 then
-    if token ~= raised then
-      redis.call('SET', counter, text)
-    end
-  elseif token ~= raised then
+    redis.call('SET', counter, text)
+  elseif not leased or grain > 1000 or token > floor then
     redis.call('SET', counter, text, 'PX', counter_life(token, us, grain))
-  elseif token > floor then
-    redis.call('PEXPIRE', counter, counter_life(token, us, grain))
   end
   return token, text
 end
@@ -144,11 +179,12 @@ end
 
 -- take writes a new lease on lock, free, for head (an owner, or a
 -- re-entrant lease's mark) with the description desc and a TTL of ttl ms,
--- and returns its token from counter; or, while the restart guard (marker)
--- holds grants back, its refusal (see guard_refusal).
-local function take(lock, counter, marker, head, desc, ttl)
+-- and returns its token, the next after last (see issue); or, while the
+-- restart guard (marker) holds grants back, its refusal (see
+-- guard_refusal).
+local function take(lock, counter, marker, head, desc, ttl, guard, last)
   local us, since = clock()
-  local fence, text = issue(counter, marker, us)
+  local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return guard_refusal(text)
   end
