@@ -179,38 +179,90 @@ func handoff(b *testing.B, n int, lock func(i int) (unlock func() error, err err
 // (etcdlock-ns/op, mutex-ns/op) and their ratio: on a shared machine, both
 // see the same load, which separate benchmarks do not.
 func BenchmarkUncontendedPaired(b *testing.B) {
-	c := cluster(b)
-	cli := c.Client(b)
-	ctx := context.Background()
-	eb := etcdlock.New(cli)
-	defer eb.Close()
-	em := distlock.New(eb, distlock.WithTTL(10*time.Second)).Mutex(uniqueKey("bench"))
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	cm := concurrency.NewMutex(s, uniqueKey("bench"))
+	p := newPair(b)
 	var te, tc time.Duration
 	for b.Loop() {
-		start := time.Now()
-		l, err := em.Lock(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		mid := time.Now()
-		if err := cm.Lock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if err := cm.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-		te, tc = te+mid.Sub(start), tc+time.Since(mid)
+		e, m := p.once(b)
+		te, tc = te+e, tc+m
 	}
 	b.ReportMetric(float64(te.Nanoseconds())/float64(b.N), "etcdlock-ns/op")
 	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "mutex-ns/op")
 	b.ReportMetric(float64(te)/float64(tc), "ratio")
+}
+
+// pair is an etcdlock mutex and a concurrency.Mutex on one client of a
+// 3-member cluster, each on a lock of its own.
+type pair struct {
+	em *distlock.Mutex
+	cm *concurrency.Mutex
+}
+
+func newPair(b *testing.B) pair {
+	c := cluster(b)
+	cli := c.Client(b)
+	eb := etcdlock.New(cli)
+	b.Cleanup(func() { _ = eb.Close() })
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return pair{
+		em: distlock.New(eb, distlock.WithTTL(10*time.Second)).Mutex(uniqueKey("bench")),
+		cm: concurrency.NewMutex(s, uniqueKey("bench")),
+	}
+}
+
+// once takes and releases each lock once, and returns how long each
+// took.
+func (p pair) once(b *testing.B) (etcdlock, mutex time.Duration) {
+	ctx := context.Background()
+	start := time.Now()
+	l, err := p.em.Lock(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	mid := time.Now()
+	if err := p.cm.Lock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.cm.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return mid.Sub(start), time.Since(mid)
+}
+
+// BenchmarkUncontendedGrowth is BenchmarkUncontendedPaired on one lock
+// for many iterations, reporting the time of each library's first and
+// last tenth of them (early-ns/op, late-ns/op): a lock whose line gains a
+// key etcd keeps per acquisition grows slower as it is used, until the
+// cluster is compacted.
+//
+//	go test -run '^$' -bench UncontendedGrowth -benchtime 3000x ./etcdlock
+func BenchmarkUncontendedGrowth(b *testing.B) {
+	p := newPair(b)
+	var te, tc []time.Duration
+	for b.Loop() {
+		e, m := p.once(b)
+		te, tc = append(te, e), append(tc, m)
+	}
+	tenth := len(te) / 10
+	if tenth == 0 {
+		return
+	}
+	mean := func(ds []time.Duration) float64 {
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		return float64(sum.Nanoseconds()) / float64(len(ds))
+	}
+	b.ReportMetric(mean(te[:tenth]), "etcdlock-early-ns/op")
+	b.ReportMetric(mean(te[len(te)-tenth:]), "etcdlock-late-ns/op")
+	b.ReportMetric(mean(tc[:tenth]), "mutex-early-ns/op")
+	b.ReportMetric(mean(tc[len(tc)-tenth:]), "mutex-late-ns/op")
+	b.ReportMetric(mean(te[len(te)-tenth:])/mean(tc[len(tc)-tenth:]), "late-ratio")
 }

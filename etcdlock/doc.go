@@ -9,10 +9,10 @@
 //
 // # How locks are kept
 //
-// A holding is an etcd key per owner under the lock's prefix, attached to
-// an etcd lease (the holds of a re-entrant lock share one: see below). Holdings are ordered by their keys' create revisions:
-// the lowest one holds a mutex, readers hold until the first writer in
-// line, the first n keys hold the permits of a semaphore of n. A fair
+// A holding is an etcd key under the lock's prefix, attached to an etcd
+// lease (the holds of a re-entrant lock share one: see below). Holdings
+// are ordered by their keys' create revisions: the lowest one holds a
+// mutex, readers hold until the first writer in line, the first n keys hold the permits of a semaphore of n. A fair
 // waiter, or a writer, keeps its key as its place in line, so a release
 // wakes one waiter (no herd effect), in the order they came. A fair mutex
 // waiter with at most 16 keys ahead watches the line and learns from the
@@ -39,9 +39,24 @@
 // attempt counted fewer than the semaphore's size, so every permit key
 // holds from the transaction that put it.
 //
+// A key is named by the backend that puts it: a random id of the backend
+// and a slot number, the first that none of the backend's keys in the
+// line has, reused once the key it named is gone (etcd keeps a deleted
+// key until the cluster is compacted, and every read of the line walks
+// it: a name per acquisition would slow a lock down as it is used).
+// Holdings and waiters of one lock at once through one backend have
+// distinct slots. The key's value names its owner, and every check that a
+// key is the owner's compares the value the owner's attempts put (or the
+// key's create revision, once known), so a key that had the name before
+// is never taken for the owner's. A Release through a backend that took
+// no part in the holding finds the key by its owner in the line's values.
+//
 // Every attempt is one transaction that finds the owner's key first, so a
 // reply lost in transit is recovered by the retry with the same owner: it
 // finds the key and reports the same grant, and nothing is left orphaned.
+// A key found under the owner's name with another owner's value (a put
+// applied after its attempt gave up) is deleted, and the attempt starts
+// over.
 // A release leaves a receipt key for 5 to 10 seconds, so that a repeated
 // release reports success; it notes the holding's token, which Inspect
 // reports for the free key meanwhile (after that, a free key's token is

@@ -3,6 +3,8 @@ package etcdlock
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,7 +64,8 @@ type Backend struct {
 	granted   time.Time            // of receipts
 	deadlines map[string]*deadline // by etcd key (see hold.go)
 	reholds   map[string]string    // re-entrant hold key -> its anchor (see reentry.go)
-	permits   map[string]string    // permitIndex -> the key of the owner's permit
+	names     map[string]string    // ownerIndex -> the name of the owner's key (see hold.go)
+	id        string               // in the names of the backend's keys
 	spares    map[int64]*lease     // by TTL in seconds: for a new re-entrant lease
 }
 
@@ -93,7 +96,7 @@ func WithCallTimeout(d time.Duration) Option { return func(b *Backend) { b.callT
 // stops the backend's keep-alives and watches, not cli, and does not
 // release held locks (their leases run out).
 func New(cli *clientv3.Client, opts ...Option) *Backend {
-	b := &Backend{cli: cli, prefix: DefaultPrefix, drift: driver.DefaultDrift, leases: make(map[int64]*lease)}
+	b := &Backend{cli: cli, prefix: DefaultPrefix, drift: driver.DefaultDrift, leases: make(map[int64]*lease), id: newID()}
 	for _, opt := range opts {
 		opt(b)
 	}
@@ -105,6 +108,15 @@ func New(cli *clientv3.Client, opts ...Option) *Backend {
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b
+}
+
+// newID returns the backend's part of the names of its keys: random, so
+// that no other backend names a key the same, and followed by a slot
+// number.
+func newID() string {
+	var id [9]byte
+	_, _ = rand.Read(id[:]) // never fails
+	return base64.RawURLEncoding.EncodeToString(id[:]) + "."
 }
 
 // check fails on a backend that cannot work, or a closed one.
@@ -154,7 +166,8 @@ func (b *Backend) Capabilities() driver.Capabilities {
 type keys struct {
 	lock    string // prefix of every holding and waiter
 	sub     string // prefix of the holdings of the request's kind (and limit)
-	own     string // the owner's
+	own     string // the owner's, once named (see Backend.arm)
+	val     string // the value of the owner's key, once named
 	receipt string // the owner's receipt of its release
 	holds   string // prefix of the holds of a re-entrant lease (see reentry.go)
 	hold    string // the owner's hold of a re-entrant lease
@@ -177,6 +190,14 @@ func (b *Backend) keys(key, owner string, kind driver.Kind, limit int) keys {
 	}
 }
 
+// mine compares true if the owner's key has the value the owner's
+// attempts put: it is the owner's, not another key of the same name. It
+// compares false if the key does not exist, or its value is unknown.
+func (k keys) mine() clientv3.Cmp { return clientv3.Compare(clientv3.Value(k.own), "=", k.val) }
+
+// isMine reports whether kv, read as the owner's key, is the owner's.
+func (k keys) isMine(kv *mvccpb.KeyValue) bool { return k.val != "" && string(kv.Value) == k.val }
+
 // receipts is the prefix of the receipts of releases of k's lock.
 func (k keys) receipts() string { return k.receipt[:strings.LastIndexByte(k.receipt, '/')+1] }
 
@@ -197,18 +218,21 @@ func subprefix(kind driver.Kind, limit int) string {
 }
 
 // holdingValue is the value of the owner's key for req: a holding in
-// JSON.
+// JSON, which names the owner, since the key's name does not.
 func holdingValue(req driver.Request) (string, error) {
 	since := time.Now().UnixMilli()
 	if len(req.Meta) > 0 {
-		val, err := json.Marshal(holding{Kind: req.Kind, Since: since, Meta: req.Meta})
+		val, err := json.Marshal(holding{Owner: url.PathEscape(req.Owner), Kind: req.Kind, Since: since, Meta: req.Meta})
 		if err != nil {
 			return "", fmt.Errorf("etcdlock: metadata: %w", err)
 		}
 		return string(val), nil
 	}
-	buf := make([]byte, 0, 48)
-	buf = append(buf, `{"kind":`...)
+	owner := url.PathEscape(req.Owner) // ASCII, and nothing JSON escapes
+	buf := make([]byte, 0, 64+len(owner))
+	buf = append(buf, `{"owner":"`...)
+	buf = append(buf, owner...)
+	buf = append(buf, `","kind":`...)
 	buf = strconv.AppendInt(buf, int64(req.Kind), 10)
 	buf = append(buf, `,"since":`...)
 	buf = strconv.AppendInt(buf, since, 10)
@@ -217,6 +241,7 @@ func holdingValue(req driver.Request) (string, error) {
 
 // holding is the value of an owner's key.
 type holding struct {
+	Owner string            `json:"owner,omitempty"` // path-escaped: any owner, exactly
 	Kind  driver.Kind       `json:"kind"`
 	Since int64             `json:"since"` // unix ms
 	Meta  map[string]string `json:"meta,omitempty"`
@@ -251,8 +276,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // acquireOnce is one try of Acquire for a request without a re-entrant
 // identity.
 func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, start time.Time) (driver.Grant, error) {
-	k := b.keys(req.Key, req.Owner, req.Kind, req.Limit)
-	if err := b.arm(ctx, k, start.Add(max(req.TTL, req.Queue))); err != nil {
+	k, err := b.arm(ctx, req, b.keys(req.Key, req.Owner, req.Kind, req.Limit), start.Add(max(req.TTL, req.Queue)))
+	if err != nil {
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, err)
 	}
 	if g, ok := b.takeTurn(req, k.own, start); ok {
@@ -340,11 +365,7 @@ func (b *Backend) checkRequest(req driver.Request) error {
 // acquire makes the attempt on lease l. Every transaction that may put
 // the owner's key also checks the key's family (see kind.go).
 func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *lease, start time.Time) (driver.Grant, error) {
-	val, err := holdingValue(req)
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	put := clientv3.OpPut(k.own, val, clientv3.WithLease(l.id))
+	put := clientv3.OpPut(k.own, k.val, clientv3.WithLease(l.id))
 	// Free for this request: nothing in the way at all; for a reader, no
 	// writer (held or waiting); for a permit, no other permit.
 	free := clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix()
@@ -407,7 +428,7 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *le
 		}
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: the owner's key vanished during the attempt", req.Key)
 	}
-	return b.confirm(ctx, req, k, kvs[0], l, start)
+	return b.confirmMine(ctx, req, k, kvs[0], l, start)
 }
 
 // acquireMutex is the attempt of a plain mutex: it puts the owner's key
@@ -432,7 +453,7 @@ func (b *Backend) acquireMutex(ctx context.Context, req driver.Request, k keys, 
 		return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, true, nil
 	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		g, err := b.confirm(ctx, req, k, kvs[0], l, start)
+		g, err := b.confirmMine(ctx, req, k, kvs[0], l, start)
 		return g, true, err
 	}
 	first := resp.Responses[1].GetResponseRange().Kvs
@@ -467,7 +488,7 @@ func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys,
 			return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			return b.confirm(ctx, req, k, kvs[0], l, start)
+			return b.confirmMine(ctx, req, k, kvs[0], l, start)
 		}
 		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[2:]); err != nil {
 			b.forget(k.own)
@@ -494,6 +515,22 @@ func (b *Backend) giveBack(ctx context.Context, req driver.Request, k keys, rev 
 	}
 	b.forget(k.own)
 	return driver.Grant{}, nil
+}
+
+// confirmMine is confirm for kv, a key read under the owner's name: if
+// another value than the owner's shows it is not the owner's key (one put
+// under the name earlier, by an attempt whose reply was lost and whose
+// owner is gone), it deletes that key, which nobody holds, and the
+// attempt starts over (the error wraps errKeyGone).
+func (b *Backend) confirmMine(ctx context.Context, req driver.Request, k keys, kv *mvccpb.KeyValue, l *lease, start time.Time) (driver.Grant, error) {
+	if k.isMine(kv) {
+		return b.confirm(ctx, req, k, kv, l, start)
+	}
+	_, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k.own), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k.own)).Commit()
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: delete a stale key of the owner's name: %w", req.Key, err)
+	}
+	return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: a stale key of the owner's name: %w", req.Key, errKeyGone)
 }
 
 // confirm finishes an attempt of an owner whose key, kv, exists: it is
@@ -613,7 +650,9 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
-	k, err := b.leaseKeys(ctx, l)
+	// A hold of a re-entrant lease is found by its own name.
+	anchor, _ := b.holdAnchor(b.keys(l.Key, l.Owner, l.Kind, 0).hold)
+	k, err := b.leaseKeys(ctx, l, anchor == "")
 	if err != nil {
 		return err
 	}
@@ -634,37 +673,48 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 }
 
-// leaseKeys names the keys of l's holding. A permit's name holds the
-// semaphore's size, which a Lease does not: it is the one this backend's
-// attempt named, or, for an owner it has no record of, the one found
-// among the key's permits (none found: no holding).
-func (b *Backend) leaseKeys(ctx context.Context, l driver.Lease) (keys, error) {
+// leaseKeys names the keys of l's holding: the key this backend's
+// attempt named, or, for an owner it has no record of and if search is
+// set, the one found in the key's line with a value that names the owner
+// (none found: no holding, and a name that compares as none).
+func (b *Backend) leaseKeys(ctx context.Context, l driver.Lease, search bool) (keys, error) {
 	k := b.keys(l.Key, l.Owner, l.Kind, 0)
-	if l.Kind != driver.Permit {
+	if named, ok := b.named(k, l.Kind, l.Owner); ok {
+		return b.withLimit(named, l), nil
+	}
+	if !search {
 		return k, nil
 	}
-	b.mu.Lock()
-	own, ok := b.permits[permitIndex(k.lock, url.PathEscape(l.Owner))]
-	b.mu.Unlock()
-	if ok {
-		return b.keys(l.Key, l.Owner, l.Kind, k.permitLimit([]byte(own))), nil
+	from := k.sub
+	if l.Kind == driver.Permit {
+		from = k.lock + "p/" // of any size
 	}
-	resp, err := b.cli.Get(ctx, k.lock+"p/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := b.cli.Get(ctx, from, clientv3.WithPrefix())
 	if err != nil {
-		return keys{}, fmt.Errorf("etcdlock: find the permit of %q: %w", l.Key, err)
+		return keys{}, fmt.Errorf("etcdlock: find the key of %q: %w", l.Key, err)
 	}
-	suffix := "/" + url.PathEscape(l.Owner)
+	owner := url.PathEscape(l.Owner)
 	for _, kv := range resp.Kvs {
-		if strings.HasSuffix(string(kv.Key), suffix) {
-			return b.keys(l.Key, l.Owner, l.Kind, k.permitLimit(kv.Key)), nil
+		var h holding
+		if json.Unmarshal(kv.Value, &h) == nil && h.Owner == owner {
+			k.own, k.val = string(kv.Key), string(kv.Value)
+			return b.withLimit(k, l), nil
 		}
 	}
 	return k, nil
 }
 
-// permitIndex is the name under which Backend.permits records the key
-// of a permit of lock (a lock's prefix) and owner (escaped).
-func permitIndex(lock, owner string) string { return lock + "p/" + owner }
+// withLimit returns k, whose own key is named, with the prefix of its
+// permits' semaphore size if it is a permit's.
+func (b *Backend) withLimit(k keys, l driver.Lease) keys {
+	if l.Kind != driver.Permit {
+		return k
+	}
+	own, val := k.own, k.val
+	k = b.keys(l.Key, l.Owner, l.Kind, k.permitLimit([]byte(own)))
+	k.own, k.val = own, val
+	return k
+}
 
 // receiptOp writes the owner's receipt on lease rl: with the token of the
 // holding if the owner's key, own, still has create revision rev (0:
@@ -701,7 +751,7 @@ func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease
 		// Gone, or another key: the general release tells which.
 	}
 	resp, err := b.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(k.own), "!=", 0),
+		k.mine(),
 	).Then(
 		clientv3.OpGet(k.own),
 		clientv3.OpGet(k.lock, firstOpts(k, l.Kind, 1)...),
@@ -758,7 +808,9 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	ctx, cancel := b.call(ctx, ttl)
 	defer cancel()
 	start := time.Now()
-	k, err := b.leaseKeys(ctx, l)
+	// Only a holding this backend keeps is renewed (see below): no
+	// search for another's.
+	k, err := b.leaseKeys(ctx, l, false)
 	if err != nil {
 		return 0, err
 	}
@@ -815,7 +867,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 // lease ls if it is on another.
 func (b *Backend) refresh(ctx context.Context, l driver.Lease, k keys, ls *lease) error {
 	resp, err := b.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(k.own), "!=", 0),
+		k.mine(),
 	).Then(
 		clientv3.OpGet(k.own),
 		clientv3.OpGet(k.lock, firstOpts(k, l.Kind, 1)...),

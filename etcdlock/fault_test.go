@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -340,7 +339,7 @@ func loseReply(t *testing.T, ctx context.Context, b *etcdlock.Backend, proxy *te
 		if err != nil {
 			t.Fatalf("Get: %v", err)
 		}
-		applied := len(resp.Kvs) == 1 && strings.HasSuffix(string(resp.Kvs[0].Key), "/"+req.Owner)
+		applied := len(resp.Kvs) == 1 && len(ownerKeys(t, ctx, admin, key, req.Owner)) == 1
 		if !applied {
 			// Not applied, or applied late: start over on an empty lock.
 			if _, err := admin.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {

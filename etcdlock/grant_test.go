@@ -2,10 +2,11 @@ package etcdlock_test
 
 import (
 	"context"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/etcdlock"
@@ -48,7 +49,7 @@ func TestConfirmKeyGone(t *testing.T) {
 			if err != nil || !g1.Acquired {
 				t.Fatalf("Acquire: %+v, %v", g1, err)
 			}
-			own := lockPrefix(key) + "m/" + url.PathEscape(req.Owner)
+			own := ownKey(t, ctx, admin, key)
 			target.Store(&own)
 			req.TTL = tc.again
 			g2, err := b.Acquire(ctx, req)
@@ -83,6 +84,16 @@ func TestConfirmKeyGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownKey returns the name of the one key in key's line.
+func ownKey(t *testing.T, ctx context.Context, admin *clientv3.Client, key string) string {
+	t.Helper()
+	resp, err := admin.Get(ctx, lockPrefix(key), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the keys in the line of %q: %v, %v; want one", key, resp, err)
+	}
+	return string(resp.Kvs[0].Key)
 }
 
 func state(c <-chan struct{}) string {

@@ -3,10 +3,12 @@ package etcdlock
 import (
 	"context"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // A lease is shared by every key of the backend with the same TTL in
@@ -37,8 +39,10 @@ type deadline struct {
 	on   []*lease
 	lost chan struct{} // a holding's Grant.Lost
 
-	// permit, for a permit's key, is its name in Backend.permits.
-	permit string
+	// index is the key's owner's name in Backend.names; val is the
+	// value the owner's attempts put, which tells the owner's key from an
+	// earlier one of the same name.
+	index, val string
 
 	// holds, for the deadline of a re-entrant identity (keyed by its
 	// anchor, see reentry.go), lists the hold keys this backend put or
@@ -62,40 +66,103 @@ type deadline struct {
 	lapsing chan struct{}
 }
 
-// arm makes the owner's key end at at, or later if its deadline is later,
-// before an attempt that may put it is sent. If the key is being deleted
-// for a passed deadline, it waits until it is.
-// A permit's key is recorded under its owner, so that Release and
-// Refresh, which are not told the semaphore's size, can name it.
-func (b *Backend) arm(ctx context.Context, k keys, at time.Time) error {
-	key := k.own
-	d, err := b.settledDeadline(ctx, key)
-	if err != nil {
-		return err
-	}
-	switch {
-	case d == nil:
-		d = b.newDeadline(key, 0, at)
-	case at.After(d.at):
-		d.at = at
-		d.timer.Reset(time.Until(at))
-	}
-	if strings.HasPrefix(k.sub, k.lock+"p/") {
-		if b.permits == nil {
-			b.permits = make(map[string]string)
+// arm names the owner's key and makes it end at at, or later if its
+// deadline is later, before an attempt that may put it is sent. If the
+// key is being deleted for a passed deadline, it waits until it is.
+//
+// An owner the backend keeps a key for (a repeat, a waiter's next
+// attempt) gets that key's name and value back. Any other gets the first
+// of the backend's names in k's line (k.sub, then the backend's id and a
+// slot number) that no key of the backend has now, and a value naming
+// the owner: the name is reused once its key is gone, so that a lock's
+// line does not gain a new deleted key (which etcd keeps until it
+// compacts) per acquisition. The name is the backend's alone as long as
+// its deadline is kept, so no other owner's attempt puts it meanwhile.
+func (b *Backend) arm(ctx context.Context, req driver.Request, k keys, at time.Time) (keys, error) {
+	index := ownerIndex(k.lock, req.Kind, req.Owner)
+	var d *deadline
+	for d == nil {
+		b.mu.Lock()
+		name, ok := b.names[index]
+		if !ok {
+			val, err := holdingValue(req)
+			if err != nil {
+				b.mu.Unlock()
+				return keys{}, err
+			}
+			name = b.freeNameLocked(k.sub)
+			d = b.newDeadline(name, 0, at)
+			d.index, d.val = index, val
+			if b.names == nil {
+				b.names = make(map[string]string)
+			}
+			b.names[index] = name
+			break
 		}
-		d.permit = permitIndex(k.lock, k.own[len(k.sub):])
-		b.permits[d.permit] = key
+		d = b.deadlines[name]
+		if d == nil {
+			delete(b.names, index) // not kept: a name to find anew
+			b.mu.Unlock()
+			continue
+		}
+		if d.lapsing != nil {
+			wait := d.lapsing
+			d = nil
+			b.mu.Unlock()
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return keys{}, ctx.Err()
+			}
+			continue
+		}
+		if at.After(d.at) {
+			d.at = at
+			d.timer.Reset(time.Until(at))
+		}
 	}
+	k.own, k.val = b.names[index], d.val
 	b.mu.Unlock()
-	return nil
+	return k, nil
 }
 
-// dropLocked drops the deadline of key, and its record as a permit's;
-// b.mu must be held.
+// ownerIndex is the name under which Backend.names records the key of
+// the owner's holding or place in line of kind in lock (a lock's prefix).
+// A permit's is the same for every semaphore size: Release and Refresh
+// are not told the size.
+func ownerIndex(lock string, kind driver.Kind, owner string) string {
+	return lock + subprefix(kind, 0)[:1] + "\x00" + owner
+}
+
+// freeNameLocked returns the first name in sub of the backend's that no
+// key the backend keeps has; b.mu must be held.
+func (b *Backend) freeNameLocked(sub string) string {
+	for n := 0; ; n++ {
+		if name := sub + b.id + strconv.Itoa(n); b.deadlines[name] == nil {
+			return name
+		}
+	}
+}
+
+// named returns k with the name and value of the owner's key of kind,
+// if the backend keeps one; k unchanged otherwise.
+func (b *Backend) named(k keys, kind driver.Kind, owner string) (keys, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	name, ok := b.names[ownerIndex(k.lock, kind, owner)]
+	d := b.deadlines[name]
+	if !ok || d == nil {
+		return k, false
+	}
+	k.own, k.val = name, d.val
+	return k, true
+}
+
+// dropLocked drops the deadline of key, and its owner's record of the
+// name; b.mu must be held.
 func (b *Backend) dropLocked(key string) {
-	if d := b.deadlines[key]; d != nil && d.permit != "" && b.permits[d.permit] == key {
-		delete(b.permits, d.permit)
+	if d := b.deadlines[key]; d != nil && d.index != "" && b.names[d.index] == key {
+		delete(b.names, d.index)
 	}
 	delete(b.deadlines, key)
 }
@@ -148,13 +215,13 @@ func (b *Backend) setDeadline(key string, rev int64, at time.Time, l *lease) <-c
 		d.rev, d.at = rev, at
 		d.timer.Reset(time.Until(at))
 	default:
-		permit := ""
+		var index, val string
 		if d != nil {
 			d.timer.Stop()
-			permit = d.permit
+			index, val = d.index, d.val
 		}
 		d = b.newDeadline(key, rev, at)
-		d.permit = permit
+		d.index, d.val = index, val
 	}
 	if l == nil {
 		return nil
@@ -399,7 +466,8 @@ func (b *Backend) turn(key string) (int64, *lease) {
 
 // lapse runs on d's timer: the key is deleted if d has passed. A key
 // whose create revision is unknown (its attempt's reply was lost) is
-// deleted whatever its revision: no attempt of the owner runs meanwhile.
+// deleted whatever its revision if it has the owner's value: no attempt
+// of the owner runs meanwhile.
 func (b *Backend) lapse(key string, d *deadline) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -426,7 +494,7 @@ func (b *Backend) lapse(key string, d *deadline) {
 		close(d.lapsing)
 		b.mu.Unlock()
 	}
-	rev := d.rev
+	rev, val := d.rev, d.val
 	started := b.goLocked(func() {
 		defer done()
 		// Retried for a while; a cluster out of reach that long has
@@ -435,8 +503,11 @@ func (b *Backend) lapse(key string, d *deadline) {
 		defer cancel()
 		for ctx.Err() == nil {
 			txn := b.cli.Txn(ctx)
-			if rev != 0 {
+			switch {
+			case rev != 0:
 				txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+			case val != "":
+				txn = txn.If(clientv3.Compare(clientv3.Value(key), "=", val))
 			}
 			if _, err := txn.Then(clientv3.OpDelete(key)).Commit(); err == nil {
 				return

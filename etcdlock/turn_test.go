@@ -2,11 +2,13 @@ package etcdlock_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -92,9 +94,8 @@ func TestTurnFromWatch(t *testing.T) {
 	if g2.Token <= g1.Token || g2.ValidFor <= 0 || state(g2.Lost) != "open" {
 		t.Errorf("waiter's grant: token %d (holder's %d), valid for %v, Lost %s; want a greater token, a positive validity, Lost open", g2.Token, g1.Token, g2.ValidFor, state(g2.Lost))
 	}
-	resp, err := c.Client(t).Get(ctx, lockPrefix(key)+"m/"+url.PathEscape(req.Owner))
-	if err != nil || len(resp.Kvs) == 0 || uint64(resp.Kvs[0].CreateRevision) != g2.Token {
-		t.Fatalf("the waiter's key after its grant: %v, %v; want its key, created at the token %d", resp, err, g2.Token)
+	if kvs := ownerKeys(t, ctx, c.Client(t), key, req.Owner); len(kvs) == 0 || uint64(kvs[0].CreateRevision) != g2.Token {
+		t.Fatalf("the waiter's key after its grant: %v; want its key, created at the token %d", kvs, g2.Token)
 	}
 	if err := waiter.Release(ctx, req.Lease); err != nil {
 		t.Errorf("waiter's Release: %v", err)
@@ -130,11 +131,25 @@ func TestTurnKeyGone(t *testing.T) {
 	if !g.Acquired {
 		return // refused: no grant without a key
 	}
-	resp, err := admin.Get(ctx, lockPrefix(key)+"m/"+url.PathEscape(req.Owner))
+	if kvs := ownerKeys(t, ctx, admin, key, req.Owner); len(kvs) == 0 || uint64(kvs[0].CreateRevision) != g.Token {
+		t.Fatalf("waiter granted (token %d) after its place was deleted, with no key of that revision behind it: %v", g.Token, kvs)
+	}
+}
+
+// ownerKeys returns the keys in key's line whose value names owner
+// (path-escaped).
+func ownerKeys(t *testing.T, ctx context.Context, cli *clientv3.Client, key, owner string) []*mvccpb.KeyValue {
+	t.Helper()
+	resp, err := cli.Get(ctx, lockPrefix(key), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if len(resp.Kvs) == 0 || uint64(resp.Kvs[0].CreateRevision) != g.Token {
-		t.Fatalf("waiter granted (token %d) after its place was deleted, with no key of that revision behind it: %v", g.Token, resp.Kvs)
+	var kvs []*mvccpb.KeyValue
+	for _, kv := range resp.Kvs {
+		var v struct{ Owner string }
+		if json.Unmarshal(kv.Value, &v) == nil && v.Owner == url.PathEscape(owner) { // as the value names it
+			kvs = append(kvs, kv)
+		}
 	}
+	return kvs
 }

@@ -132,7 +132,8 @@ type sub struct {
 // one). For a re-entrant identity waiting in line, the place is the
 // identity's anchor.
 func (w *watch) read(ctx context.Context, rev int64) (view, error) {
-	place, mine := w.k.own, w.b.revision(w.k.own)
+	k, _ := w.b.named(w.k, driver.Exclusive, w.owner) // renamed if its place was dropped and put again
+	place, mine := k.own, w.b.revision(k.own)
 	if anchor, arev := w.b.holdAnchor(w.k.hold); anchor != "" {
 		place, mine = anchor, arev
 	}
