@@ -21,7 +21,7 @@ import (
 // its connection-scoped mode. New takes the DSN as its only address.
 func SQL(drv string) []Library {
 	libs := []Library{sqlFloor(drv), {
-		Name: "distlock (sqllock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1,
+		Name: "distlock (sqllock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 		Config: "distlock.New(sqllock.New(db), WithTTL(TTL)), the lease table, defaults otherwise",
 		How: "sqllock's lease table: acquire is one upsert whose conditions are judged under the row's lock (free, expired, " +
 			"or this owner's), raising the key's token counter and setting the expiry by the database clock; PostgreSQL and " +
@@ -33,7 +33,7 @@ func SQL(drv string) []Library {
 	}}
 	if drv != "sqlite" {
 		libs = append(libs, Library{
-			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1,
+			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 			Config: "sqllock.New(db, WithConnectionScope())",
 			How: "Connection-scoped mode: a connection from the pool takes the native lock (pg_try_advisory_lock, GET_LOCK) " +
 				"and, on the same connection, raises the token in the lease table and sets the server's idle limit to the TTL; " +
@@ -42,10 +42,91 @@ func SQL(drv string) []Library {
 			New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 				return newSQLLocker(drv, addrs[0], ttl, sqllock.WithConnectionScope())
 			},
-		})
+		}, nativeLock(drv))
 	}
 	return libs
 }
+
+// nativeLock is the database's own lock, held by a session: PostgreSQL's
+// pg_advisory_lock, MySQL's GET_LOCK. Each worker has one connection; a
+// waiter blocks in the server until the holder's unlock hands it the lock.
+// It has no lease and no token: the yardstick of the contended ratios.
+func nativeLock(drv string) Library {
+	l := &nativeLocker{
+		try:     `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
+		wait:    `SELECT pg_advisory_lock(hashtextextended($1, 0))::TEXT = ''`,
+		release: `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
+	}
+	name, mod := "pg_advisory_lock (one connection)", "github.com/jackc/pgx/v5"
+	if drv == "mysql" {
+		// A timeout of a year stands for "wait for ever" on every version.
+		l.try, l.wait, l.release = `SELECT GET_LOCK(?, 0) = 1`, `SELECT GET_LOCK(?, 31536000) = 1`, `SELECT RELEASE_LOCK(?) = 1`
+		name, mod = "GET_LOCK (one connection)", "github.com/go-sql-driver/mysql"
+	}
+	return Library{
+		Name: name, Module: mod, Kind: Peer, Nodes: 1, Contended: true,
+		Config: "one *sql.DB per worker holding one connection (db.Conn); no lease, no token",
+		How: "The database's session lock: a worker takes it on its own connection; a waiter's statement blocks in the " +
+			"server until the holder unlocks, which grants it at once. One round trip each way, no polling; the lock ends " +
+			"with its connection, and nothing fences a holder that was cut off.",
+		New: func(ctx context.Context, addrs []string, _ time.Duration) (Locker, error) {
+			db, err := sql.Open(drv, addrs[0])
+			if err != nil {
+				return nil, err
+			}
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				return nil, errors.Join(err, db.Close())
+			}
+			n := *l
+			n.db, n.conn = db, conn
+			return &n, nil
+		},
+	}
+}
+
+type nativeLocker struct {
+	db                 *sql.DB
+	conn               *sql.Conn
+	try, wait, release string
+}
+
+type nativeHeld struct {
+	n   *nativeLocker
+	key string
+}
+
+func (h nativeHeld) Release(ctx context.Context) error {
+	var ok bool
+	if err := h.n.conn.QueryRowContext(ctx, h.n.release, h.key).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("native lock: not held at release")
+	}
+	return nil
+}
+
+func (n *nativeLocker) take(ctx context.Context, query, key string) (Held, error) {
+	var ok bool
+	if err := n.conn.QueryRowContext(ctx, query, key).Scan(&ok); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotObtained
+	}
+	return nativeHeld{n, key}, nil
+}
+
+func (n *nativeLocker) TryAcquire(ctx context.Context, key string) (Held, error) {
+	return n.take(ctx, n.try, key)
+}
+
+func (n *nativeLocker) Acquire(ctx context.Context, key string) (Held, error) {
+	return n.take(ctx, n.wait, key)
+}
+
+func (n *nativeLocker) Close() error { return errors.Join(n.conn.Close(), n.db.Close()) }
 
 func newSQLLocker(drv, dsn string, ttl time.Duration, opts ...sqllock.Option) (Locker, error) {
 	db, err := sql.Open(drv, dsn)
