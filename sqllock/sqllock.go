@@ -32,8 +32,13 @@ type Backend struct {
 	schema  bool // create the table on first use
 	ownsDB  bool
 
-	listener Listener // nil: waiters poll
-	hub      hub
+	listener    Listener      // nil: waiters poll, and are woken by releases in this process
+	listenerSet bool          // WithListener was given
+	autoListen  bool          // the listener is New's own, on pgx
+	pollFirst   time.Duration // the first and longest sleeps of a watch's poll:
+	pollCap     time.Duration // minPoll and maxPoll (tests change them)
+	hub         hub
+	local       *localHub // the process's hub of b's table, once known (without a listener)
 
 	conns     *connMode // connection-scoped mode; nil: the lease table alone
 	lossCheck time.Duration
@@ -44,6 +49,7 @@ type Backend struct {
 
 	acquire, release, released, refresh, holding, inspect, refused stmt
 	holds                                                          holdStmts
+	fair                                                           fairStmts
 	kinds                                                          kindStmts
 	reclaim                                                        reclaimer
 }
@@ -82,7 +88,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, errors.New("sqllock: nil *sql.DB")
 	}
-	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck}
+	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck, pollFirst: minPoll, pollCap: maxPoll}
 	for _, o := range opts {
 		o(b)
 	}
@@ -99,6 +105,9 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if b.drift == nil {
 		return nil, errors.New("sqllock: nil drift function")
 	}
+	if b.dialect == Postgres && !b.listenerSet && usesPgx(db) {
+		b.listener, b.autoListen = pgxListener{db}, true
+	}
 	if b.listener != nil && b.dialect != Postgres {
 		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
 	}
@@ -111,6 +120,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	b.ready = !b.schema
 	b.prepareStatements()
 	b.prepareHoldStatements()
+	b.prepareFairStatements()
 	b.prepareKindStatements()
 	b.prepareReclaimStatements()
 	if b.conns != nil {
@@ -192,11 +202,8 @@ SELECT false, 0::BIGINT, expires_us - {now}, kind FROM {table} WHERE name = $1 A
 	// last_owner remembers the release so that its repeat reports
 	// success. MySQL assigns left to right: owners, which the others read,
 	// is assigned last.
-	release := `UPDATE {table} SET last_owner = $2,
-		expires_us = CASE WHEN owners = $3 THEN {now} ELSE expires_us END,
-		holds = holds - 1,
-		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
-	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > {now}`
+	// A row that counts waiters in line is left to fairRelease.
+	release := releaseStmt + ` AND queued = 0`
 	if b.dialect == Postgres {
 		// The notice of the key's release goes in the same statement,
 		// and out when it commits; a hold that leaves others sends none.
@@ -211,6 +218,17 @@ SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('{channel}', $1)::TE
 	b.holding = p(`SELECT 1 FROM {table} WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
 	b.inspect = p(`SELECT owners <> '' AND expires_us > {now}, token, holds, expires_us - {now}, since_us, meta, lim FROM {table} WHERE name = $1`)
 }
+
+// releaseStmt ends the hold of the owner $2 ($3 between commas) of the key
+// $1: the last hold leaves the row, with its token, marked free since now;
+// last_owner remembers the release so that its repeat reports success.
+// MySQL assigns left to right: owners, which the others read, is assigned
+// last.
+const releaseStmt = `UPDATE {table} SET last_owner = $2,
+		expires_us = CASE WHEN owners = $3 THEN {now} ELSE expires_us END,
+		holds = holds - 1,
+		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
+	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > {now}`
 
 // Dialect returns the dialect b speaks ("" for a nil *Backend).
 func (b *Backend) Dialect() Dialect {
@@ -228,16 +246,16 @@ func (b *Backend) Table() string {
 	return b.table
 }
 
-// Capabilities implements driver.Backend: exclusive and re-entrant locks,
-// read-write locks and semaphores, on every dialect; Notify on PostgreSQL
-// with [WithListener], else waiters poll. Not Fair: see the package doc.
-// Connection-scoped locks ([WithConnectionScope]) are exclusive only.
+// Capabilities implements driver.Backend: exclusive, re-entrant and fair
+// locks, read-write locks and semaphores, on every dialect, and Notify
+// (see the package doc for how waiters are woken). Connection-scoped
+// locks ([WithConnectionScope]) are plain exclusive ones.
 func (b *Backend) Capabilities() driver.Capabilities {
 	if b.valid() != nil {
 		return driver.Capabilities{}
 	}
 	table := b.conns == nil
-	return driver.Capabilities{Reentrant: table, ReadWrite: table, Semaphore: table, Notify: b.listener != nil}
+	return driver.Capabilities{Reentrant: table, ReadWrite: table, Semaphore: table, Fair: table, Notify: true}
 }
 
 // ensure creates the table on first use. One caller at a time runs the
@@ -295,7 +313,10 @@ func (b *Backend) createTable(ctx context.Context) error {
 	if err := run(holdsSchema(b.dialect, b.table)); err != nil {
 		return err
 	}
-	probe := `SELECT kind, lim FROM ` + b.table + ` WHERE 1 = 0`
+	if err := run(queueSchema(b.dialect, b.table)); err != nil {
+		return err
+	}
+	probe := `SELECT kind, lim, queued FROM ` + b.table + ` WHERE 1 = 0`
 	if _, err := b.db.ExecContext(ctx, probe); err != nil {
 		// A table of an older version. A concurrent migration may add a
 		// column first: the probe decides.
@@ -303,7 +324,7 @@ func (b *Backend) createTable(ctx context.Context) error {
 			_, _ = b.db.ExecContext(ctx, stmt)
 		}
 		if _, err := b.db.ExecContext(ctx, probe); err != nil {
-			return fmt.Errorf("sqllock: adding the columns kind and lim to table %s: %w", b.table, err)
+			return fmt.Errorf("sqllock: adding the columns kind, lim and queued to table %s: %w", b.table, err)
 		}
 	}
 	for _, stmt := range counterSchema(b.dialect, b.table) {
@@ -359,6 +380,9 @@ func (b *Backend) start(ctx context.Context) error {
 	if err := b.ensure(ctx); err != nil {
 		return err
 	}
+	// Known once; until then each call asks, and a failure here only
+	// leaves this process's waiters to their poll.
+	_, _ = b.localHub(ctx)
 	b.sweepSoon()
 	return nil
 }
@@ -374,8 +398,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if req.TTL <= 0 {
 		return driver.Grant{}, fmt.Errorf("sqllock: TTL %v is not positive", req.TTL)
 	}
-	if req.Fair {
-		return driver.Grant{}, fmt.Errorf("sqllock: fair locks: %w", errors.ErrUnsupported)
+	if req.Fair && (b.conns != nil || req.Kind != driver.Exclusive) {
+		return driver.Grant{}, fmt.Errorf("sqllock: fair locks are plain mutexes of the lease table: %w", errors.ErrUnsupported)
 	}
 	if err := b.checkKind(req.Lease); err != nil {
 		return driver.Grant{}, err
@@ -414,7 +438,16 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	// settleKind has made it a mutex's again (its holds have all ended),
 	// the statement is made once more.
 	for settled := false; ; settled = true {
-		g, family, err := b.acquireOnce(ctx, req, args)
+		var (
+			g      driver.Grant
+			family int64
+			err    error
+		)
+		if req.Fair {
+			g, family, err = b.acquireFair(ctx, req, meta, reentry)
+		} else {
+			g, family, err = b.acquireOnce(ctx, req, args)
+		}
 		if err != nil || g.Acquired || family == 0 || settled {
 			return g, err
 		}
@@ -476,33 +509,63 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 	return g, kind.Int64, nil
 }
 
-// Release implements driver.Backend.
+// Release implements driver.Backend. A release made here wakes at once
+// the waiters of the key in this process (see [Backend.Watch]).
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	handed, err := b.releaseOne(ctx, l)
+	switch {
+	case handed != "":
+		b.wakeLocal(l.Key, handed) // its turn: the others sleep on
+	case err == nil:
+		b.wakeLocal(l.Key, "")
+	}
+	return err
+}
+
+// releaseOne ends l's hold, and returns the waiter it handed the lease to,
+// if any.
+func (b *Backend) releaseOne(ctx context.Context, l driver.Lease) (string, error) {
 	if err := checkLease(l); err != nil {
-		return err
+		return "", err
 	}
 	if err := b.start(ctx); err != nil {
-		return err
+		return "", err
 	}
 	if err := b.checkKind(l); err != nil {
-		return err
+		return "", err
 	}
-	if b.conns != nil {
-		return b.releaseConn(ctx, l)
-	}
-	if l.Kind != driver.Exclusive {
-		return b.releaseShared(ctx, l)
+	switch {
+	case b.conns != nil:
+		return "", b.releaseConn(ctx, l)
+	case l.Kind != driver.Exclusive:
+		return "", b.releaseShared(ctx, l)
 	}
 	n, err := b.exec(ctx, b.release, l.Key, l.Owner, listed(l.Owner))
 	if err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
+		return "", fmt.Errorf("sqllock: release: %w", err)
 	}
 	if n > 0 {
-		return nil
+		return "", nil
 	}
-	// Not held: a repeat of this owner's release, or not its lock.
+	// Not released: the row counts waiters in line, or the owner holds
+	// nothing (it may be giving up its place in line).
+	r, err := b.fairRelease(ctx, l)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("sqllock: release: %w", err)
+	case r.hold:
+		return r.handed, nil
+	case r.place:
+		return r.handed, driver.ErrNotHeld
+	}
+	return "", b.repeated(ctx, l)
+}
+
+// repeated reports whether a release of l that changed nothing repeats
+// one that did: nil if so, driver.ErrNotHeld if not.
+func (b *Backend) repeated(ctx context.Context, l driver.Lease) error {
 	var one int
-	err = b.db.QueryRowContext(ctx, b.released.query, b.released.args(l.Key, l.Owner)...).Scan(&one)
+	err := b.db.QueryRowContext(ctx, b.released.query, b.released.args(l.Key, l.Owner)...).Scan(&one)
 	switch {
 	case err == nil:
 		return nil

@@ -26,11 +26,24 @@ func SQL(drv string) []Library {
 		How: "sqllock's lease table: acquire is one upsert whose conditions are judged under the row's lock (free, expired, " +
 			"or this owner's), raising the key's token counter and setting the expiry by the database clock; PostgreSQL and " +
 			"SQLite return the token with RETURNING, MySQL through LAST_INSERT_ID(expr). Release is one UPDATE that checks " +
-			"the owner and marks the row free, keeping its token. Rows are never deleted, so tokens survive restarts.",
+			"the owner and marks the row free, keeping its token (rows free for 10s are swept; tokens survive restarts). A waiter " +
+			"is woken by the release: pg_notify on PostgreSQL (a backend on pgx listens by itself), directly within the " +
+			"process on the others, or else by its watch's poll of the row.",
 		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			return newSQLLocker(drv, addrs[0], ttl)
 		},
 	}}
+	libs = append(libs, Library{
+		Name: "distlock (sqllock, fair)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
+		Config: "distlock.New(sqllock.New(db), WithTTL(TTL), WithFairness())",
+		How: "As distlock (sqllock), but a waiter keeps a place in line (a row of the queue table, renewed by each attempt) " +
+			"and a fair attempt takes a free lock only if no live waiter queued before it. A release that finds waiters in " +
+			"line grants the lock to the oldest in the same transaction and wakes that waiter only; its next attempt finds the " +
+			"lock its own.",
+		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			return newSQLLocker(drv, addrs[0], ttl, distlock.WithFairness())
+		},
+	})
 	if drv != "sqlite" {
 		libs = append(libs, Library{
 			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
@@ -128,17 +141,31 @@ func (n *nativeLocker) Acquire(ctx context.Context, key string) (Held, error) {
 
 func (n *nativeLocker) Close() error { return errors.Join(n.conn.Close(), n.db.Close()) }
 
-func newSQLLocker(drv, dsn string, ttl time.Duration, opts ...sqllock.Option) (Locker, error) {
+// newSQLLocker opens a sqllock backend with the options of sqllock and
+// distlock in opts.
+func newSQLLocker(drv, dsn string, ttl time.Duration, opts ...any) (Locker, error) {
 	db, err := sql.Open(drv, dsn)
 	if err != nil {
 		return nil, err
 	}
-	be, err := sqllock.New(db, opts...)
+	var (
+		bopts []sqllock.Option
+		copts = []distlock.Option{distlock.WithTTL(ttl)}
+	)
+	for _, o := range opts {
+		switch o := o.(type) {
+		case sqllock.Option:
+			bopts = append(bopts, o)
+		case distlock.Option:
+			copts = append(copts, o)
+		}
+	}
+	be, err := sqllock.New(db, bopts...)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return &distlockLocker{
-		c:     distlock.New(be, distlock.WithTTL(ttl)),
+		c:     distlock.New(be, copts...),
 		close: func() error { return errors.Join(be.Close(), db.Close()) },
 	}, nil
 }
