@@ -54,7 +54,7 @@ func queueSchema(d Dialect, table string) string {
 // fairStmts are the statements of fair mutexes. Placeholders: $1 name,
 // then as each says.
 type fairStmts struct {
-	lock, state, clean, head, enqueue, dequeue, count, grant, extend, join, release, handed, watch stmt
+	mine, lock, state, clean, head, enqueue, dequeue, count, grant, extend, join, release, handed, watch stmt
 }
 
 func (b *Backend) prepareFairStatements() {
@@ -92,6 +92,17 @@ func (b *Backend) prepareFairStatements() {
 	// holds is only ever lengthened.
 	f.extend = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $2) ELSE {now} + $2 END,
 	meta = CASE WHEN holds > 1 THEN meta ELSE $3 END, reentry = CASE WHEN holds > 1 THEN reentry ELSE $4 END WHERE name = $1`)
+	// The attempt of a waiter that a release handed the lease to, or a
+	// repeat, in one statement: $2 the owner between commas, $3 ttl, $4
+	// meta, $5 the re-entrant identity's digest.
+	mine := `expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END,
+	meta = CASE WHEN holds > 1 THEN meta ELSE $4 END, reentry = CASE WHEN holds > 1 THEN reentry ELSE $5 END
+	WHERE name = $1 AND kind = 0 AND INSTR(owners, $2) > 0 AND expires_us > {now}`
+	if b.dialect == MySQL {
+		f.mine = p(`UPDATE {table} SET token = LAST_INSERT_ID(token), ` + mine)
+	} else {
+		f.mine = p(`UPDATE {table} SET ` + mine + ` RETURNING token`)
+	}
 	// One more hold of the identity that holds the lease: $2 owner, $3 ttl.
 	joined := `owners || $2 || ','`
 	if b.dialect == MySQL {
@@ -197,11 +208,40 @@ type fairAttempt struct {
 // acquireFair makes one fair attempt at a mutex.
 // reentry is the digest of req.Reentry, or "".
 func (b *Backend) acquireFair(ctx context.Context, req driver.Request, meta, reentry string) (driver.Grant, int64, error) {
+	if token, err := b.fairMine(ctx, req, meta, reentry); err != nil || token > 0 {
+		if err != nil {
+			return driver.Grant{}, 0, fmt.Errorf("sqllock: acquire: %w", err)
+		}
+		return b.granted(req, token), 0, nil
+	}
 	a, err := begin(ctx, b, func(f txn) (fairAttempt, error) { return f.attempt(req, meta, reentry) })
 	if err != nil {
 		return driver.Grant{}, 0, fmt.Errorf("sqllock: acquire: %w", err)
 	}
 	return a.g, int64(a.family), nil
+}
+
+// fairMine extends the lease of req's owner in one statement, if it holds
+// the key (a release handed it over, or a repeat), and returns its token;
+// 0 if it does not hold it.
+func (b *Backend) fairMine(ctx context.Context, req driver.Request, meta, reentry string) (int64, error) {
+	s := &b.fair.mine
+	args := s.args(req.Key, listed(req.Owner), micros(req.TTL), meta, reentry)
+	return retryConflict(ctx, func() (int64, error) {
+		if b.dialect == MySQL {
+			res, err := b.db.ExecContext(ctx, s.query, args...)
+			if err != nil {
+				return 0, err
+			}
+			return res.LastInsertId()
+		}
+		var token int64
+		err := b.db.QueryRowContext(ctx, s.query, args...).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return token, err
+	})
 }
 
 func (f txn) attempt(req driver.Request, meta, reentry string) (fairAttempt, error) {
@@ -279,11 +319,14 @@ func (f txn) release(l driver.Lease) (released, error) {
 		return out, err
 	}
 	out.hold = n > 0
-	left, err := f.exec(b.fair.dequeue, l.Key, l.Owner)
-	if err != nil {
-		return out, err
+	if !out.hold {
+		// Not a holder: a waiter giving up its place, if anything.
+		left, err := f.exec(b.fair.dequeue, l.Key, l.Owner)
+		if err != nil {
+			return out, err
+		}
+		out.place = left > 0
 	}
-	out.place = left > 0
 	if !out.hold && !out.place {
 		return out, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
@@ -89,9 +90,20 @@ func (b *Backend) localHub(ctx context.Context) (*localHub, error) {
 	return h, nil
 }
 
-// wakeLocal wakes the watches of key in this process after b released it:
-// those of owner only, if not empty (a fair waiter whose turn it is).
-func (b *Backend) wakeLocal(key, owner string) {
+// Whom a release made in this process wakes.
+type wakeWho int
+
+const (
+	wakeAll    wakeWho = iota // every watch of the key: readers, permits, a Break
+	wakeOldest                // the watch that waited longest: a mutex's release, which lets one in
+	wakeOwner                 // the fair waiter's whose turn it is
+)
+
+// wakeLocal wakes watches of key in this process after b released it:
+// all, the oldest, or those of owner (see wakeWho). Waking one waiter for
+// a mutex spares the others an attempt bound to fail; if the one woken
+// loses the lock to another, that other's release wakes the next.
+func (b *Backend) wakeLocal(key string, who wakeWho, owner string) {
 	b.mu.Lock()
 	h := b.local
 	b.mu.Unlock()
@@ -100,12 +112,22 @@ func (b *Backend) wakeLocal(key, owner string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var oldest *localWatch
 	for w := range h.watches[key] {
-		if owner == "" || w.owner == owner {
+		switch {
+		case who == wakeAll, who == wakeOwner && w.owner == owner:
 			w.wake()
+		case who == wakeOldest && (oldest == nil || w.seq < oldest.seq):
+			oldest = w
 		}
 	}
+	if oldest != nil {
+		oldest.wake()
+	}
 }
+
+// watchSeq numbers the watches of the process in the order they began.
+var watchSeq atomic.Uint64
 
 // watchLocal subscribes to the releases of key made in this process, and
 // polls the key's row for the others' (see localWatch.tick). owner is a
@@ -115,7 +137,7 @@ func (b *Backend) watchLocal(ctx context.Context, key, owner string) (driver.Wat
 	if err != nil {
 		return nil, err
 	}
-	w := &localWatch{b: b, h: h, key: key, owner: owner, c: make(chan struct{}, 1), poll: b.pollFirst}
+	w := &localWatch{b: b, h: h, key: key, owner: owner, seq: watchSeq.Add(1), c: make(chan struct{}, 1), poll: b.pollFirst}
 	h.mu.Lock()
 	h.watches.add(key, w)
 	h.mu.Unlock()
@@ -129,6 +151,7 @@ type localWatch struct {
 	b          *Backend
 	h          *localHub
 	key, owner string
+	seq        uint64 // when it began (watchSeq)
 	c          chan struct{}
 
 	mu     sync.Mutex
