@@ -78,7 +78,7 @@
 // lost listening connection is replaced and every watcher woken, since
 // notices may have been missed. A waiter that no notice reaches (MySQL
 // and SQLite across processes, PostgreSQL without a listener) is woken by
-// its watch's poll of the key's row: one light SELECT, from 2ms apart up
+// its watch's poll of the key's row: one light SELECT, from 16ms apart up
 // to 250ms, never past the holder's remaining lease, which wakes the
 // waiter only when an attempt could succeed. MySQL and MariaDB have no
 // notifications, and their named locks are held by a session, which a

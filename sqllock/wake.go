@@ -18,9 +18,12 @@ import (
 // hub, found by the database's identity. A release made by another
 // process reaches them through the watch's own poll, which starts at
 // minPoll and doubles up to maxPoll; distlock bounds it further by the
-// holder's remaining lease.
+// holder's remaining lease. Every Lock call starts its watch afresh, so
+// minPoll stays well above a round trip: the waiters of a busy key would
+// otherwise spend the database on polls that a direct wake-up makes
+// needless.
 const (
-	minPoll = 2 * time.Millisecond
+	minPoll = 16 * time.Millisecond
 	maxPoll = 250 * time.Millisecond
 )
 
