@@ -80,5 +80,6 @@ SELECT count(*), count(pg_notify('{channel}', $1)::TEXT) FROM r`
 	if _, err := b.exec(ctx, prepare(b.dialect, b.table, q), key); err != nil {
 		return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
 	}
+	b.wakeLocal(key, wakeAll, "")
 	return info, nil
 }

@@ -130,6 +130,37 @@ const rememberRelease = time.Minute
 // idle_session_timeout, which connection-scoped locks need.
 const minPostgres = 140000
 
+// connEngine is the engine of connection-scoped locks: plain mutexes.
+type connEngine struct{ b *Backend }
+
+func (connEngine) caps() driver.Capabilities { return driver.Capabilities{Notify: true} }
+
+func (connEngine) accepts(l driver.Lease, fair bool) error {
+	switch {
+	case l.Kind != driver.Exclusive:
+		return fmt.Errorf("sqllock: connection-scoped lock of kind %d: %w", l.Kind, errors.ErrUnsupported)
+	case fair:
+		return fmt.Errorf("sqllock: fair connection-scoped lock: %w", errors.ErrUnsupported)
+	}
+	return nil
+}
+
+func (e connEngine) acquire(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
+	return e.b.acquireConn(ctx, req, meta)
+}
+
+func (e connEngine) release(ctx context.Context, l driver.Lease) (string, error) {
+	return "", e.b.releaseConn(ctx, l)
+}
+
+func (e connEngine) refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+	cl := e.b.conns.lease(l)
+	if cl == nil {
+		return 0, driver.ErrNotHeld
+	}
+	return e.b.refreshConn(ctx, cl, ttl)
+}
+
 func (b *Backend) prepareConnStatements() {
 	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
 	c := b.conns

@@ -48,18 +48,21 @@ const (
 //	kind        the family the key was last taken as: 0 mutex, 1
 //	            read-write lock, 3 semaphore (driver.Kind's Family)
 //	lim         with kind 3: the semaphore's size
+//	queued      the number of fair waiters in line (see below)
 //
 // A second table, the same name followed by "_holds", keeps one row per
 // holder of the read-write locks and semaphores (see holdsSchema in the
 // source: name, owner, kind, token, expires_us, released_us, meta; primary
-// key (name, owner)). Tokens come from one counter per table: on
+// key (name, owner)). A third, the name followed by "_queue", keeps the
+// fair waiters in line (see queueSchema in the source: name, owner, seq,
+// expires_us; primary key (name, owner)). Tokens come from one counter per table: on
 // PostgreSQL a sequence, the table's name followed by "_seq"; on MySQL and
 // SQLite the token of the row with the empty name, the floor above which
 // a new row's counter starts (see the package doc). The DDL is statements
 // separated by ";\n".
 //
-// A table made by an older version lacks the columns kind and lim and the
-// counter: New's backend adds them on first use; with [WithoutSchema],
+// A table made by an older version lacks the columns kind, lim or queued,
+// the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
 // run [Migration] first, with every client of the table stopped.
 //
 // It returns an error for an unknown dialect or a table name that is not
@@ -72,27 +75,31 @@ func Schema(d Dialect, table string) (string, error) {
 	if lease == "" {
 		return "", fmt.Errorf("sqllock: unknown dialect %q", d)
 	}
-	return strings.Join(append([]string{lease, holdsSchema(d, table)}, counterSchema(d, table)...), ";\n"), nil
+	return strings.Join(append([]string{lease, holdsSchema(d, table), queueSchema(d, table)}, counterSchema(d, table)...), ";\n"), nil
 }
 
 // Migration returns the statements, separated by ";\n", that bring a
-// lease table made by an older version (without the columns kind and lim
-// and the token counter) to the current [Schema]. Run them once, with
-// every client of the table stopped: older clients neither delete rows
-// nor know the counter, so the two must not share a table.
+// lease table made by an older version (without the columns kind, lim or
+// queued, the queue table or the token counter) to the current [Schema].
+// Each adds one thing: run them once, skipping the ALTER TABLE of a
+// column the table has already (a table of the version before fair locks
+// lacks queued only), with every client of the table stopped: older
+// clients neither delete rows nor know the counter or the line, so the
+// two must not share a table.
 func Migration(d Dialect, table string) (string, error) {
 	if _, err := Schema(d, table); err != nil {
 		return "", err
 	}
-	return strings.Join(append(addColumns(table), counterSchema(d, table)...), ";\n"), nil
+	return strings.Join(append(append(addColumns(table), queueSchema(d, table)), counterSchema(d, table)...), ";\n"), nil
 }
 
 // addColumns adds the columns that versions before kinds were enforced
-// lacked.
+// (kind, lim) and before fair locks (queued) lacked.
 func addColumns(table string) []string {
 	return []string{
 		`ALTER TABLE ` + table + ` ADD COLUMN kind INTEGER NOT NULL DEFAULT 0`,
 		`ALTER TABLE ` + table + ` ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE ` + table + ` ADD COLUMN queued INTEGER NOT NULL DEFAULT 0`,
 	}
 }
 
@@ -133,7 +140,8 @@ func leaseSchema(d Dialect, table string) string {
 	last_owner TEXT NOT NULL DEFAULT '',
 	reentry    TEXT NOT NULL DEFAULT '',
 	kind       INTEGER NOT NULL DEFAULT 0,
-	lim        INTEGER NOT NULL DEFAULT 0
+	lim        INTEGER NOT NULL DEFAULT 0,
+	queued     INTEGER NOT NULL DEFAULT 0
 )`
 	case MySQL:
 		// VARBINARY: keys and owners compare byte for byte, whatever the
@@ -149,7 +157,8 @@ func leaseSchema(d Dialect, table string) string {
 	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
 	reentry    VARBINARY(64) NOT NULL DEFAULT '',
 	kind       INTEGER NOT NULL DEFAULT 0,
-	lim        INTEGER NOT NULL DEFAULT 0
+	lim        INTEGER NOT NULL DEFAULT 0,
+	queued     INTEGER NOT NULL DEFAULT 0
 ) ENGINE=InnoDB`
 	case SQLite:
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
@@ -163,7 +172,8 @@ func leaseSchema(d Dialect, table string) string {
 	last_owner TEXT NOT NULL DEFAULT '',
 	reentry    TEXT NOT NULL DEFAULT '',
 	kind       INTEGER NOT NULL DEFAULT 0,
-	lim        INTEGER NOT NULL DEFAULT 0
+	lim        INTEGER NOT NULL DEFAULT 0,
+	queued     INTEGER NOT NULL DEFAULT 0
 )`
 	}
 	return ""
@@ -233,7 +243,7 @@ func newToken(d Dialect) string {
 // stmt is a query prepared for a dialect: written with PostgreSQL's
 // numbered placeholders $1..$9 and the markers {now} (the database clock),
 // {newtoken} (see newToken), {table} (the lease table), {holds} (the holds
-// table), {seq} (the token sequence) and {channel} (the notification
+// table), {queue} (the queue table), {seq} (the token sequence) and {channel} (the notification
 // channel), rewritten for MySQL to positional ? with the
 // arguments repeated in order. The markers cannot occur in a valid table
 // name, and the names go in last, so no rewrite touches them.
@@ -265,7 +275,7 @@ func prepare(d Dialect, table, query string) stmt {
 	case SQLite:
 		query = placeholder.ReplaceAllStringFunc(query, func(p string) string { return "?" + p[1:] })
 	}
-	s.query = strings.NewReplacer("{table}", table, "{holds}", holdsTable(table), "{seq}", sequence(table), "{channel}", channel(table)).Replace(query)
+	s.query = strings.NewReplacer("{table}", table, "{holds}", holdsTable(table), "{queue}", queueTable(table), "{seq}", sequence(table), "{channel}", channel(table)).Replace(query)
 	return s
 }
 

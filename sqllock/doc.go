@@ -66,14 +66,24 @@
 // of distlock's 32-byte owners). A repeated release is recognised only
 // until another hold of the key is released (last_owner keeps one owner).
 //
-// On PostgreSQL, with [WithListener] (package sqllock/pglisten, for pgx),
-// waiters are notified (Capabilities.Notify): every release of a key's
-// last hold sends pg_notify in its statement, whether or not the releasing
-// backend listens, and each backend listens on one connection of its pool,
-// opened by its first Watch; a lost connection is replaced and every
-// watcher woken, since notices may have been missed. Without a listener,
-// and on MySQL and SQLite, waiters poll with jitter, bounded by the
-// holder's remaining lease.
+// Waiters are woken, not left to poll (Capabilities.Notify, every
+// dialect). Every release wakes at once the waiters of the key in the
+// same process, on any backend of the same table of the same database
+// (the same SQLite file, the same server and database). On PostgreSQL
+// every release of a key's last hold also sends pg_notify in its
+// statement, and a backend whose *sql.DB uses pgx (v5, stdlib) listens by
+// itself: on one connection of its pool, opened by its first Watch (a
+// pool limited to one connection is left to the other ways). Another
+// driver needs [WithListener]; WithListener(nil) turns listening off. A
+// lost listening connection is replaced and every watcher woken, since
+// notices may have been missed. A waiter that no notice reaches (MySQL
+// and SQLite across processes, PostgreSQL without a listener) is woken by
+// its watch's poll of the key's row: one light SELECT, from 16ms apart up
+// to 250ms, never past the holder's remaining lease, which wakes the
+// waiter only when an attempt could succeed. MySQL and MariaDB have no
+// notifications, and their named locks are held by a session, which a
+// lease in the table does not keep: waiters there block in the server
+// only in the connection-scoped mode.
 //
 // Read-write locks and semaphores (Capabilities.ReadWrite and Semaphore,
 // every dialect) keep one row per holder in a second table (see [Schema]),
@@ -85,10 +95,20 @@
 // locks, so that attempts on different keys do not deadlock; with the
 // binary log on, that needs binlog_format ROW or MIXED (the defaults of
 // MySQL 8 and MariaDB), not STATEMENT.
-// Fair (FIFO) locks are not offered yet (Capabilities.Fair is false):
-// fair requests fail with an error wrapping errors.ErrUnsupported. Keys
-// are 1 to 1024 bytes of UTF-8 without NUL (driver.ErrInvalidKey
-// otherwise).
+//
+// Fair (first-come, first-served) mutexes (Capabilities.Fair, every
+// dialect, re-entrant ones too) keep their waiters in line in a third
+// table (see [Schema]), each in its place for Request.Queue after its
+// last attempt, so that a waiter that vanished is skipped within that
+// time. A fair attempt is one transaction on the key's row (four to six
+// round trips): it takes a free lease only if no live waiter queued
+// before it. The row counts the waiters in line, so that a release with
+// none stays one statement; a release that finds some frees the lease and
+// grants it, in the same transaction, to the oldest live waiter (a direct
+// grant, as long as its place lasts), and wakes that waiter only (on
+// PostgreSQL, the notice names it); the waiter's next attempt finds the
+// lease its own and extends it to its TTL. Keys are 1 to 1024 bytes of
+// UTF-8 without NUL (driver.ErrInvalidKey otherwise).
 //
 // A second mode, [WithConnectionScope], holds the database's native lock
 // (PostgreSQL advisory locks, MySQL GET_LOCK) on a connection dedicated to
@@ -133,7 +153,11 @@
 //	  ends with its connection  the handle ends (Grant.Lost) within WithLossCheck, also
 //	                            when a restarted server gives its id to another client
 //	one family per key          every acquisition locks the key's row first
-//	prompt wake-up of waiters   PostgreSQL with WithListener; otherwise polling, bounded
-//	                            by the holder's remaining lease by the database's clock
+//	prompt wake-up of waiters   a release in the same process, or on PostgreSQL with a
+//	                            listener (pgx: by default); otherwise the watch's poll,
+//	                            bounded by the holder's remaining lease by the database's
+//	                            clock
+//	fair order                  waiters live (attempting within Request.Queue); a
+//	                            non-fair request on the same key does not queue
 //	coordination across hosts   PostgreSQL, MySQL: yes; SQLite: one host's processes only
 package sqllock

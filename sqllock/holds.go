@@ -125,74 +125,131 @@ type hold struct {
 // acquireShared makes one attempt at a Write, Read or Permit lease, in
 // one transaction, made twice if it meets a conflict (see retryConflict).
 func (b *Backend) acquireShared(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
-	g, err := retryConflict(ctx, func() (driver.Grant, error) { return b.acquireSharedTx(ctx, req, meta) })
+	g, err := begin(ctx, b, func(t txn) (driver.Grant, error) { return t.acquireShared(req, meta) })
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
 	}
 	return g, nil
 }
 
-func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta string) (g driver.Grant, err error) {
-	s := &b.holds
-	tx, err := b.beginTx(ctx)
+func (t txn) acquireShared(req driver.Request, meta string) (driver.Grant, error) {
+	s := &t.b.holds
+	lim, err := t.lockShared(req)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-			g = driver.Grant{}
-		}
-	}()
-	exec := func(st stmt, args ...any) (sql.Result, error) {
-		return tx.ExecContext(ctx, st.query, st.args(args...)...)
+	holds, err := t.holdsOf(req.Key)
+	if err != nil {
+		return driver.Grant{}, err
 	}
+	c := tally(holds, req)
+	if err := c.compatible(req, lim); err != nil {
+		return driver.Grant{}, err
+	}
+	if m := c.mine; m != nil && m.released == 0 && m.kind != claim {
+		// A repeat: the same grant, extended.
+		if _, err := t.exec(s.extend, req.Key, req.Owner, micros(req.TTL)); err != nil {
+			return driver.Grant{}, err
+		}
+		return t.b.granted(req, m.token), nil
+	}
+	if !c.admits(req) {
+		if req.Kind == driver.Write && req.Queue > 0 {
+			if _, err := t.exec(s.add, req.Key, req.Owner, micros(req.Queue), claim, 0, ""); err != nil {
+				return driver.Grant{}, err
+			}
+		}
+		return driver.Grant{RetryAfter: max(time.Duration(c.wait)*time.Microsecond, time.Millisecond)}, nil
+	}
+	token, err := t.countShared(req)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if _, err := t.exec(s.add, req.Key, req.Owner, micros(req.TTL), int(req.Kind), token, meta); err != nil {
+		return driver.Grant{}, err
+	}
+	return t.b.granted(req, token), nil
+}
+
+// granted is the grant of req with token.
+func (b *Backend) granted(req driver.Request, token int64) driver.Grant {
+	return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}
+}
+
+// lockShared locks the key's row, creating it if need be, and returns the
+// size of the semaphore that took it last; an error wrapping a
+// *driver.KindError if a mutex holds it.
+func (t txn) lockShared(req driver.Request) (lim int, err error) {
+	s := &t.b.holds
 	var (
-		family, lim int
-		mutex       bool // a mutex holds the key
+		family int
+		mutex  bool // a mutex holds the key
 	)
-	if b.dialect == MySQL {
-		if _, err = exec(s.lock, req.Key); err != nil {
-			return
+	if t.b.dialect == MySQL {
+		if _, err := t.exec(s.lock, req.Key); err != nil {
+			return 0, err
 		}
-		err = tx.QueryRowContext(ctx, s.state.query, s.state.args(req.Key)...).Scan(&family, &lim, &mutex)
+		err = t.row(s.state, []any{req.Key}, &family, &lim, &mutex)
 	} else {
-		err = tx.QueryRowContext(ctx, s.lock.query, s.lock.args(req.Key)...).Scan(&family, &lim, &mutex)
+		err = t.row(s.lock, []any{req.Key}, &family, &lim, &mutex)
 	}
+	if err == nil && mutex {
+		err = kindError(req, driver.Exclusive, 0)
+	}
+	return lim, err
+}
+
+// holdsOf clears the key's expired holds and reads the others.
+func (t txn) holdsOf(key string) ([]hold, error) {
+	s := &t.b.holds
+	if _, err := t.exec(s.clear, key); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.QueryContext(t.ctx, s.list.query, s.list.args(key)...)
 	if err != nil {
-		return
+		return nil, err
 	}
-	if mutex {
-		return driver.Grant{}, kindError(req, driver.Exclusive, 0)
-	}
-	if _, err = exec(s.clear, req.Key); err != nil {
-		return
-	}
-	rows, err := tx.QueryContext(ctx, s.list.query, s.list.args(req.Key)...)
-	if err != nil {
-		return
-	}
+	defer rows.Close()
 	var holds []hold
 	for rows.Next() {
 		var h hold
-		if err = rows.Scan(&h.owner, &h.kind, &h.token, &h.left, &h.released); err != nil {
-			rows.Close()
-			return
+		if err := rows.Scan(&h.owner, &h.kind, &h.token, &h.left, &h.released); err != nil {
+			return nil, err
 		}
 		holds = append(holds, h)
 	}
-	rows.Close()
-	if err = rows.Err(); err != nil {
-		return
+	return holds, rows.Err()
+}
+
+// countShared issues the key's next token and records the family of req.
+func (t txn) countShared(req driver.Request) (int64, error) {
+	s := &t.b.holds
+	args := []any{req.Key, int(req.Kind.Family()), 0}
+	if req.Kind == driver.Permit {
+		args[2] = req.Limit
 	}
-	var (
-		mine                                *hold
-		writers, readers, permits, claimers int
-		wait                                int64 // µs until the longest hold in the way ends
-	)
+	if t.b.dialect == MySQL {
+		return t.insertID(s.count, args...)
+	}
+	var token int64
+	err := t.row(s.count, args, &token)
+	return token, err
+}
+
+// holdCount is what the holds of a key mean to an attempt.
+type holdCount struct {
+	holds                               []hold
+	mine                                *hold
+	writers, readers, permits, claimers int
+	wait                                int64 // µs until the longest hold in the way ends
+}
+
+// tally counts the live holds of others by kind.
+func tally(holds []hold, req driver.Request) holdCount {
+	c := holdCount{holds: holds}
 	for i, h := range holds {
 		if h.owner == req.Owner {
-			mine = &holds[i]
+			c.mine = &holds[i]
 			continue
 		}
 		if h.released > 0 {
@@ -200,79 +257,46 @@ func (b *Backend) acquireSharedTx(ctx context.Context, req driver.Request, meta 
 		}
 		switch driver.Kind(h.kind) {
 		case driver.Write:
-			writers++
+			c.writers++
 		case driver.Read:
-			readers++
+			c.readers++
 		case driver.Permit:
-			permits++
+			c.permits++
 		default:
-			claimers++
+			c.claimers++
 		}
 		if inTheWay(req.Kind, h.kind) {
-			wait = max(wait, h.left)
+			c.wait = max(c.wait, h.left)
 		}
 	}
-	for _, h := range holds {
+	return c
+}
+
+// compatible returns a *driver.KindError if a live hold of another is of
+// a family (or semaphore size, lim) that req cannot share the key with.
+func (c holdCount) compatible(req driver.Request, lim int) error {
+	for _, h := range c.holds {
 		if h.owner == req.Owner || h.released > 0 || h.kind == claim || h.left <= 0 {
 			continue
 		}
 		if held := driver.Kind(h.kind); !driver.Compatible(held, lim, req.Kind, req.Limit) {
-			return driver.Grant{}, kindError(req, held, lim)
+			return kindError(req, held, lim)
 		}
 	}
-	if mine != nil && mine.released == 0 && mine.kind != claim {
-		// A repeat: the same grant, extended.
-		if _, err = exec(s.extend, req.Key, req.Owner, micros(req.TTL)); err != nil {
-			return
-		}
-		if err = tx.Commit(); err != nil {
-			return
-		}
-		return driver.Grant{Acquired: true, Token: uint64(mine.token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
-	}
-	var granted bool
+	return nil
+}
+
+// admits reports whether the holds of others let req in.
+func (c holdCount) admits(req driver.Request) bool {
 	switch req.Kind {
 	case driver.Write:
-		granted = writers+readers+permits == 0
+		return c.writers+c.readers+c.permits == 0
 	case driver.Read:
-		granted = writers+claimers == 0
+		return c.writers+c.claimers == 0
 	case driver.Permit:
-		granted = permits < req.Limit
+		return c.permits < req.Limit
 	}
-	if !granted {
-		if req.Kind == driver.Write && req.Queue > 0 {
-			if _, err = exec(s.add, req.Key, req.Owner, micros(req.Queue), claim, 0, ""); err != nil {
-				return
-			}
-		}
-		if err = tx.Commit(); err != nil {
-			return
-		}
-		return driver.Grant{RetryAfter: max(time.Duration(wait)*time.Microsecond, time.Millisecond)}, nil
-	}
-	var token int64
-	countArgs := []any{req.Key, int(req.Kind.Family()), 0}
-	if req.Kind == driver.Permit {
-		countArgs[2] = req.Limit
-	}
-	if b.dialect == MySQL {
-		var res sql.Result
-		if res, err = exec(s.count, countArgs...); err != nil {
-			return
-		}
-		if token, err = res.LastInsertId(); err != nil {
-			return
-		}
-	} else if err = tx.QueryRowContext(ctx, s.count.query, s.count.args(countArgs...)...).Scan(&token); err != nil {
-		return
-	}
-	if _, err = exec(s.add, req.Key, req.Owner, micros(req.TTL), int(req.Kind), token, meta); err != nil {
-		return
-	}
-	if err = tx.Commit(); err != nil {
-		return
-	}
-	return driver.Grant{Acquired: true, Token: uint64(token), ValidFor: req.TTL - b.drift(req.TTL)}, nil
+	return false
 }
 
 // inTheWay reports whether a live row of kind k can keep out an attempt

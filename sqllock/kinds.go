@@ -51,49 +51,37 @@ func kindError(req driver.Request, held driver.Kind, lim int) error {
 // returns nil, so that the attempt can be made again; with some, it
 // returns an error wrapping a *driver.KindError.
 func (b *Backend) settleKind(ctx context.Context, req driver.Request) error {
-	_, err := retryConflict(ctx, func() (struct{}, error) { return struct{}{}, b.settleKindTx(ctx, req) })
+	_, err := begin(ctx, b, func(t txn) (struct{}, error) { return struct{}{}, t.settleKind(req) })
 	if err != nil {
 		return fmt.Errorf("sqllock: acquire: %w", err)
 	}
 	return nil
 }
 
-func (b *Backend) settleKindTx(ctx context.Context, req driver.Request) (err error) {
-	tx, err := b.beginTx(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	k := &b.kinds
-	if _, err = tx.ExecContext(ctx, k.lock.query, k.lock.args(req.Key)...); err != nil {
+func (t txn) settleKind(req driver.Request) error {
+	k := &t.b.kinds
+	if _, err := t.exec(k.lock, req.Key); err != nil {
 		return err
 	}
 	var kind, lim int
-	switch err = tx.QueryRowContext(ctx, k.read.query, k.read.args(req.Key)...).Scan(&kind, &lim); {
+	switch err := t.row(k.read, []any{req.Key}, &kind, &lim); {
 	case errors.Is(err, sql.ErrNoRows):
-		return tx.Commit()
+		return nil
 	case err != nil:
 		return err
 	}
 	if kind == 0 {
-		return tx.Commit()
+		return nil
 	}
 	var held int
-	switch err = tx.QueryRowContext(ctx, k.live.query, k.live.args(req.Key)...).Scan(&held); {
+	switch err := t.row(k.live, []any{req.Key}, &held); {
 	case err == nil:
-		_ = tx.Rollback()
 		return kindError(req, driver.Kind(held), lim)
 	case !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
-	if _, err = tx.ExecContext(ctx, k.reset.query, k.reset.args(req.Key)...); err != nil {
-		return err
-	}
-	return tx.Commit()
+	_, err := t.exec(k.reset, req.Key)
+	return err
 }
 
 // kindStmts are the statements of settleKind. Placeholder: $1 name.

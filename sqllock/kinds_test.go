@@ -22,6 +22,7 @@ func (d database) stored(t testing.TB, db *sql.DB, prefix string) []string {
 	for _, q := range []string{
 		"SELECT name, '' FROM " + sqllock.DefaultTable,
 		"SELECT name, owner FROM " + sqllock.DefaultTable + "_holds",
+		"SELECT name, owner FROM " + sqllock.DefaultTable + "_queue",
 	} {
 		rows, err := db.QueryContext(ctx, q)
 		if err != nil {
@@ -167,7 +168,8 @@ func TestStateReclaimed(t *testing.T) {
 }
 
 // TestMigrateOldTable: a lease table made by a version without the kind
-// columns and the token counter is brought up to date on first use: its
+// columns, the count of fair waiters and the token counter is brought up
+// to date on first use: its
 // keys go on above their tokens, new keys start above every token of the
 // table on PostgreSQL, and kinds are enforced.
 func TestMigrateOldTable(t *testing.T) {
@@ -178,8 +180,8 @@ func TestMigrateOldTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := strings.Split(ddl, ";\n")[0]
-		old = strings.Replace(old, ",\n\tkind       INTEGER NOT NULL DEFAULT 0,\n\tlim        INTEGER NOT NULL DEFAULT 0\n", "\n", 1)
-		if strings.Contains(old, "kind") {
+		old = strings.Replace(old, ",\n\tkind       INTEGER NOT NULL DEFAULT 0,\n\tlim        INTEGER NOT NULL DEFAULT 0,\n\tqueued     INTEGER NOT NULL DEFAULT 0\n", "\n", 1)
+		if strings.Contains(old, "kind") || strings.Contains(old, "queued") {
 			t.Fatalf("could not make the old DDL from %q", old)
 		}
 		admin := d.open(t)
@@ -205,6 +207,13 @@ func TestMigrateOldTable(t *testing.T) {
 		}
 		if dialect == sqllock.Postgres && g.Token <= 41 {
 			t.Errorf("token %d of a new key on PostgreSQL; want above the table's 41", g.Token)
+		}
+		fair := driver.Request{Lease: driver.Lease{Key: "fair-key", Owner: "f"}, TTL: time.Minute, Fair: true, Queue: time.Minute}
+		if g, err := b.Acquire(ctx, fair); err != nil || !g.Acquired {
+			t.Fatalf("fair Acquire on the migrated table: %+v, %v", g, err)
+		}
+		if err := b.Release(ctx, fair.Lease); err != nil {
+			t.Fatalf("Release of a fair lock on the migrated table: %v", err)
 		}
 	})
 }

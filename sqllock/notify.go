@@ -27,15 +27,20 @@ type Listener interface {
 	Listen(ctx context.Context, channel string, ready func(), notice func(payload string)) error
 }
 
-// WithListener makes waiters on PostgreSQL wait for notifications
-// (Capabilities.Notify) instead of polling: Release sends pg_notify in its
-// statement, and l receives them on one connection for the backend, opened
-// by the first Watch and closed by Close. New rejects it on other dialects.
+// WithListener sets how a backend on PostgreSQL receives the
+// notifications of releases: Release sends pg_notify in its statement, and
+// l receives them on one connection for the backend, opened by the first
+// Watch and closed by Close. A backend on pgx's driver has a listener of
+// its own without it; WithListener(nil) turns listening off, leaving
+// waiters to the wake-ups of their own process and their poll (see the
+// package doc). New rejects a listener on other dialects.
 // The channel is "distlock_" and the table's name in lower case, its dot
 // an underscore (distlock_distlock_leases by default), or "distlock_" and
 // 32 hex digits of its SHA-256 where that would exceed PostgreSQL's 63
 // bytes.
-func WithListener(l Listener) Option { return func(b *Backend) { b.listener = l } }
+func WithListener(l Listener) Option {
+	return func(b *Backend) { b.listener, b.listenerSet = l, true }
+}
 
 // maxChannel is PostgreSQL's limit on identifiers, channel names
 // included: NAMEDATALEN-1 bytes.
@@ -59,7 +64,7 @@ func channel(table string) string {
 // hub dispatches the listener's notifications to the watches of keys.
 type hub struct {
 	mu       sync.Mutex
-	watches  map[string]map[*watch]struct{}
+	watches  watchSet[*watch]
 	started  bool
 	ready    chan struct{} // closed when LISTEN is first confirmed
 	done     chan struct{} // closed when the listener returns
@@ -88,14 +93,18 @@ func (b *Backend) startListener() {
 	}()
 }
 
-// onReady marks LISTEN in place and wakes every watch: notifications may
-// have been missed while the connection was down.
+// onReady marks LISTEN in place and, when it is in place again after a
+// lost connection, wakes every watch: notifications may have been missed
+// while the connection was down.
 func (h *hub) onReady() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.isReady {
+		// The first LISTEN: no Watch has returned before it, so none
+		// can have missed a notice.
 		h.isReady = true
 		close(h.ready)
+		return
 	}
 	for _, set := range h.watches {
 		for w := range set {
@@ -104,30 +113,50 @@ func (h *hub) onReady() {
 	}
 }
 
-func (h *hub) onNotice(key string) {
+// onNotice wakes the watches of the key a notice names. A release that
+// handed the lease to a fair waiter names the waiter too, between commas
+// before the key (see turn): only that waiter's watches wake. A key that
+// begins with a comma reads both ways, which wakes a watch for nothing at
+// worst.
+func (h *hub) onNotice(payload string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.watches[key] {
+	for w := range h.watches[payload] {
 		w.wake()
+	}
+	if !strings.HasPrefix(payload, ",") {
+		return
+	}
+	owner, key, ok := strings.Cut(payload[1:], ",")
+	if !ok {
+		return
+	}
+	for w := range h.watches[key] {
+		if w.owner == owner {
+			w.wake()
+		}
 	}
 }
 
-// Watch implements driver.Backend. With [WithListener] on PostgreSQL, the
-// first call opens the listening connection; each call returns once LISTEN
-// is confirmed. Otherwise waiters poll, and it returns an error wrapping
-// errors.ErrUnsupported.
-func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error) {
+// Watch implements driver.Backend. A release made in this process wakes
+// the watch at once; on PostgreSQL with a listener, the first call opens
+// the listening connection and each call returns once LISTEN is
+// confirmed; otherwise the watch polls the key's row (see the package
+// doc). With owner (a fair waiter's), the watch wakes only when it is
+// that waiter's turn.
+func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
 	if err := b.valid(); err != nil {
 		return nil, err
-	}
-	if b.listener == nil {
-		return nil, fmt.Errorf("sqllock: watching releases (PostgreSQL with WithListener only): %w", errors.ErrUnsupported)
 	}
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
+	if b.listener == nil || (b.autoListen && b.db.Stats().MaxOpenConnections == 1) {
+		// A pool of one connection has none to spare for listening.
+		return b.watchLocal(ctx, key, owner)
+	}
 	h := &b.hub
-	w := &watch{h: h, key: key, c: make(chan struct{}, 1)}
+	w := &watch{h: h, key: key, owner: owner, c: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.isClosed {
 		h.mu.Unlock()
@@ -135,12 +164,9 @@ func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error
 	}
 	b.startListener()
 	if h.watches == nil {
-		h.watches = make(map[string]map[*watch]struct{})
+		h.watches = make(watchSet[*watch])
 	}
-	if h.watches[key] == nil {
-		h.watches[key] = make(map[*watch]struct{})
-	}
-	h.watches[key][w] = struct{}{}
+	h.watches.add(key, w)
 	ready, done := h.ready, h.done
 	h.mu.Unlock()
 	select {
@@ -172,18 +198,13 @@ func (b *Backend) closeListener() {
 }
 
 type watch struct {
-	h    *hub
-	key  string
-	c    chan struct{}
-	once sync.Once
+	h          *hub
+	key, owner string // owner: a fair waiter's, or ""
+	c          chan struct{}
+	once       sync.Once
 }
 
-func (w *watch) wake() {
-	select {
-	case w.c <- struct{}{}:
-	default: // one pending wake-up is enough
-	}
-}
+func (w *watch) wake() { ring(w.c) }
 
 func (w *watch) C() <-chan struct{} { return w.c }
 
@@ -191,11 +212,7 @@ func (w *watch) Close() error {
 	w.once.Do(func() {
 		w.h.mu.Lock()
 		defer w.h.mu.Unlock()
-		set := w.h.watches[w.key]
-		delete(set, w)
-		if len(set) == 0 {
-			delete(w.h.watches, w.key)
-		}
+		w.h.watches.remove(w.key, w)
 	})
 	return nil
 }

@@ -202,6 +202,7 @@ func (h *Helper) Close(c Call, r *Reply) error {
 // helperProcess is a running helper.
 type helperProcess struct {
 	client *rpc.Client
+	db     database // the file it shares
 }
 
 // startHelper runs the test binary as a helper on the SQLite file of d.
@@ -228,7 +229,7 @@ func startHelper(t testing.TB, d database) *helperProcess {
 	p := &helperProcess{client: rpc.NewClient(struct {
 		io.Reader
 		io.WriteCloser
-	}{out, in})}
+	}{out, in}), db: d}
 	t.Cleanup(func() {
 		p.client.Close() // the helper's stdin closes: it exits
 		done := make(chan struct{})
@@ -250,7 +251,7 @@ func (p *helperProcess) backend(t testing.TB) driver.Backend {
 	if err := p.client.Call("Helper.New", Call{}, &r); err != nil || r.Err != "" {
 		t.Fatalf("helper: New: %v %s", err, r.Err)
 	}
-	b := &remoteBackend{p: p, id: r.ID, caps: r.Caps}
+	b := &remoteBackend{p: p, id: r.ID, caps: r.Caps, watcher: p.db.backend(t)}
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -260,6 +261,9 @@ type remoteBackend struct {
 	p    *helperProcess
 	id   int
 	caps driver.Capabilities
+	// watcher watches in this process, where the waiting Lock runs: a
+	// watch is the waiter's, not the backend's state.
+	watcher driver.Backend
 }
 
 func (b *remoteBackend) call(ctx context.Context, method string, c Call) (Reply, error) {
@@ -304,8 +308,8 @@ func (b *remoteBackend) Refresh(ctx context.Context, l driver.Lease, ttl time.Du
 	return r.ValidFor, err
 }
 
-func (b *remoteBackend) Watch(context.Context, string, string) (driver.Watch, error) {
-	return nil, fmt.Errorf("sqllock: SQLite waiters poll: %w", errors.ErrUnsupported)
+func (b *remoteBackend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
+	return b.watcher.Watch(ctx, key, owner)
 }
 
 func (b *remoteBackend) Inspect(ctx context.Context, key string) (driver.Info, error) {

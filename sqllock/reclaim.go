@@ -45,7 +45,7 @@ type reclaimer struct {
 	failures int
 	running  sync.WaitGroup // a planned or running sweep
 
-	due, floor, lockFloor, holds, top, raise, leases, left stmt
+	due, floor, lockFloor, holds, queue, top, raise, leases, left stmt
 }
 
 func (b *Backend) prepareReclaimStatements() {
@@ -55,8 +55,12 @@ func (b *Backend) prepareReclaimStatements() {
 	free := `name <> '' AND expires_us < {now} - ` + keep + ` AND NOT EXISTS (SELECT 1 FROM {holds} h WHERE h.name = {table}.name)`
 	ended := `(released_us > 0 AND released_us < {now} - ` + keep + `) OR (released_us = 0 AND expires_us < {now} - ` + keep + `)`
 	r.holds = p(`DELETE FROM {holds} WHERE ` + ended)
-	r.due = p(`SELECT 1 FROM {holds} WHERE ` + ended + ` UNION ALL SELECT 1 FROM {table} WHERE ` + free + ` LIMIT 1`)
-	r.left = p(`SELECT 1 FROM {table} WHERE name <> '' UNION ALL SELECT 1 FROM {holds}`)
+	// A fair waiter's place ends with its attempts: none come from a
+	// waiter gone.
+	gone := `expires_us < {now} - ` + keep
+	r.queue = p(`DELETE FROM {queue} WHERE ` + gone)
+	r.due = p(`SELECT 1 FROM {holds} WHERE ` + ended + ` UNION ALL SELECT 1 FROM {table} WHERE ` + free + ` UNION ALL SELECT 1 FROM {queue} WHERE ` + gone + ` LIMIT 1`)
+	r.left = p(`SELECT 1 FROM {table} WHERE name <> '' UNION ALL SELECT 1 FROM {holds} UNION ALL SELECT 1 FROM {queue}`)
 	switch b.dialect {
 	case Postgres:
 		r.leases = p(`DELETE FROM {table} WHERE ` + free)
@@ -132,15 +136,8 @@ func (b *Backend) reclaimRows(ctx context.Context) (more bool, err error) {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return true, err
-	case b.dialect == Postgres:
-		if _, err := b.db.ExecContext(ctx, r.holds.query); err != nil {
-			return true, err
-		}
-		if _, err := b.db.ExecContext(ctx, r.leases.query); err != nil {
-			return true, err
-		}
 	default:
-		if err := b.reclaimCounted(ctx); err != nil {
+		if err := b.reclaimDue(ctx); err != nil {
 			return true, err
 		}
 	}
@@ -152,6 +149,22 @@ func (b *Backend) reclaimRows(ctx context.Context) (more bool, err error) {
 	default:
 		return true, err
 	}
+}
+
+// reclaimDue deletes the rows that are due.
+func (b *Backend) reclaimDue(ctx context.Context) error {
+	r := &b.reclaim
+	if _, err := b.db.ExecContext(ctx, r.queue.query); err != nil {
+		return err
+	}
+	if b.dialect != Postgres {
+		return b.reclaimCounted(ctx)
+	}
+	if _, err := b.db.ExecContext(ctx, r.holds.query); err != nil {
+		return err
+	}
+	_, err := b.db.ExecContext(ctx, r.leases.query)
+	return err
 }
 
 // reclaimCounted deletes the rows due on MySQL or SQLite, raising the

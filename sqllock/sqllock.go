@@ -2,9 +2,7 @@ package sqllock
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,9 +30,15 @@ type Backend struct {
 	schema  bool // create the table on first use
 	ownsDB  bool
 
-	listener Listener // nil: waiters poll
-	hub      hub
+	listener    Listener      // nil: waiters poll, and are woken by releases in this process
+	listenerSet bool          // WithListener was given
+	autoListen  bool          // the listener is New's own, on pgx
+	pollFirst   time.Duration // the first and longest sleeps of a watch's poll:
+	pollCap     time.Duration // minPoll and maxPoll (tests change them)
+	hub         hub
+	local       *localHub // the process's hub of b's table, once known (without a listener)
 
+	eng       engine    // the mode: the lease table, or connection-scoped locks
 	conns     *connMode // connection-scoped mode; nil: the lease table alone
 	lossCheck time.Duration
 
@@ -44,6 +48,7 @@ type Backend struct {
 
 	acquire, release, released, refresh, holding, inspect, refused stmt
 	holds                                                          holdStmts
+	fair                                                           fairStmts
 	kinds                                                          kindStmts
 	reclaim                                                        reclaimer
 }
@@ -82,7 +87,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, errors.New("sqllock: nil *sql.DB")
 	}
-	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck}
+	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck, pollFirst: minPoll, pollCap: maxPoll}
 	for _, o := range opts {
 		o(b)
 	}
@@ -99,6 +104,9 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if b.drift == nil {
 		return nil, errors.New("sqllock: nil drift function")
 	}
+	if b.dialect == Postgres && !b.listenerSet && usesPgx(db) {
+		b.listener, b.autoListen = pgxListener{db}, true
+	}
 	if b.listener != nil && b.dialect != Postgres {
 		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
 	}
@@ -109,107 +117,19 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("sqllock: WithLossCheck(%v): want a positive interval", b.lossCheck)
 	}
 	b.ready = !b.schema
+	b.eng = tableEngine{b}
+	if b.conns != nil {
+		b.eng = connEngine{b}
+	}
 	b.prepareStatements()
 	b.prepareHoldStatements()
+	b.prepareFairStatements()
 	b.prepareKindStatements()
 	b.prepareReclaimStatements()
 	if b.conns != nil {
 		b.prepareConnStatements()
 	}
 	return b, nil
-}
-
-// Placeholders: $1 name, $2 owner, $3 ttl in microseconds, $4 meta, $5
-// the re-entrant identity's digest (empty for none), $6 the owner between
-// commas, as it appears in the owners column.
-func (b *Backend) prepareStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
-	// An attempt is granted on a free or expired row (a new lease, the
-	// next token), on a row the owner holds already (a repeat: the same
-	// grant, extended) and on a live row of the same re-entrant identity
-	// (one more hold, the same token). A lease with several holds is never
-	// shortened: another hold relies on it. A row last taken as another
-	// family (kind <> 0) is left alone: whether its holds live is the
-	// holds table's to say (see settleKind). Each dialect evaluates the
-	// conditions against the row as it was, under the row's lock, so
-	// concurrent attempts cannot both win.
-	const (
-		live = `(t.owners <> '' AND t.expires_us > {now})`
-		mine = `INSTR(t.owners, $6) > 0`
-		join = `($5 <> '' AND t.reentry = $5)`
-	)
-	next := `t.token + 1`
-	if b.dialect == Postgres {
-		next = `GREATEST(nextval('{seq}'), t.token + 1)`
-	}
-	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join, "NEXT", next).Replace(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)
-	ON CONFLICT (name) DO UPDATE SET
-		token = CASE WHEN LIVE THEN t.token ELSE NEXT END,
-		since_us = CASE WHEN LIVE THEN t.since_us ELSE {now} END,
-		meta = CASE WHEN LIVE THEN t.meta ELSE $4 END,
-		reentry = CASE WHEN LIVE THEN t.reentry ELSE $5 END,
-		owners = CASE WHEN NOT LIVE THEN $6 WHEN MINE THEN t.owners ELSE t.owners || $2 || ',' END,
-		holds = CASE WHEN NOT LIVE THEN 1 WHEN MINE THEN t.holds ELSE t.holds + 1 END,
-		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, {now} + $3) ELSE {now} + $3 END
-	WHERE t.kind = 0 AND (NOT LIVE OR MINE OR JOIN)
-	RETURNING t.token`)
-	switch b.dialect {
-	case Postgres:
-		// One round trip: the refused case reads the holder's remaining
-		// lease and the row's family in the same statement.
-		b.acquire = p(`WITH up AS (` + upsert + `)
-SELECT true, token, 0::BIGINT, 0 FROM up
-UNION ALL
-SELECT false, 0::BIGINT, expires_us - {now}, kind FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
-	case MySQL:
-		// One round trip when granted: MySQL has no RETURNING, so the
-		// token comes back as LAST_INSERT_ID(expr) in the OK packet (0:
-		// refused). Assignments run left to right and see the values
-		// assigned before them, so the columns that ask how the row was
-		// come first; owners then says whether the attempt was granted
-		// (it names the owner), and holds is counted from it. The
-		// VALUES row is evaluated even when the key exists, so a refusal
-		// resets LAST_INSERT_ID to 0. Without a WHERE, a refusal
-		// assigns every column its old value; kind, never assigned,
-		// refuses a row of another family in every column.
-		b.acquire = p(strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, $5)
-	ON DUPLICATE KEY UPDATE
-		token = IF(kind <> 0, token + LAST_INSERT_ID(0), IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1))),
-		since_us = IF(kind <> 0 OR LIVE, since_us, {now}),
-		meta = IF(kind <> 0 OR LIVE, meta, $4),
-		reentry = IF(kind <> 0 OR LIVE, reentry, $5),
-		owners = IF(kind <> 0, owners, IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6)),
-		holds = IF(kind <> 0, holds, LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1),
-		expires_us = IF(kind = 0 AND INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`))
-	default:
-		// SQLite names the old row by the table's name, without an alias.
-		b.acquire = p(strings.NewReplacer(" AS t ", " ", "t.", "").Replace(upsert))
-	}
-	b.refused = p(`SELECT expires_us - {now}, kind FROM {table} WHERE name = $1`)
-	// The last hold leaves the row, with its token, marked free since now;
-	// last_owner remembers the release so that its repeat reports
-	// success. MySQL assigns left to right: owners, which the others read,
-	// is assigned last.
-	release := `UPDATE {table} SET last_owner = $2,
-		expires_us = CASE WHEN owners = $3 THEN {now} ELSE expires_us END,
-		holds = holds - 1,
-		owners = CASE WHEN owners = $3 THEN '' ELSE REPLACE(owners, $3, ',') END
-	WHERE name = $1 AND INSTR(owners, $3) > 0 AND expires_us > {now}`
-	if b.dialect == Postgres {
-		// The notice of the key's release goes in the same statement,
-		// and out when it commits; a hold that leaves others sends none.
-		release = `WITH r AS (` + release + ` RETURNING owners)
-SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('{channel}', $1)::TEXT END) FROM r`
-	}
-	b.release = p(release)
-	b.released = p(`SELECT 1 FROM {table} WHERE name = $1 AND last_owner = $2`)
-	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
-	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END
-	WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
-	b.holding = p(`SELECT 1 FROM {table} WHERE name = $1 AND INSTR(owners, $2) > 0 AND expires_us > {now}`)
-	b.inspect = p(`SELECT owners <> '' AND expires_us > {now}, token, holds, expires_us - {now}, since_us, meta, lim FROM {table} WHERE name = $1`)
 }
 
 // Dialect returns the dialect b speaks ("" for a nil *Backend).
@@ -228,16 +148,15 @@ func (b *Backend) Table() string {
 	return b.table
 }
 
-// Capabilities implements driver.Backend: exclusive and re-entrant locks,
-// read-write locks and semaphores, on every dialect; Notify on PostgreSQL
-// with [WithListener], else waiters poll. Not Fair: see the package doc.
-// Connection-scoped locks ([WithConnectionScope]) are exclusive only.
+// Capabilities implements driver.Backend: exclusive, re-entrant and fair
+// locks, read-write locks and semaphores, on every dialect, and Notify
+// (see the package doc for how waiters are woken). Connection-scoped
+// locks ([WithConnectionScope]) are plain exclusive ones.
 func (b *Backend) Capabilities() driver.Capabilities {
 	if b.valid() != nil {
 		return driver.Capabilities{}
 	}
-	table := b.conns == nil
-	return driver.Capabilities{Reentrant: table, ReadWrite: table, Semaphore: table, Notify: b.listener != nil}
+	return b.eng.caps()
 }
 
 // ensure creates the table on first use. One caller at a time runs the
@@ -295,7 +214,10 @@ func (b *Backend) createTable(ctx context.Context) error {
 	if err := run(holdsSchema(b.dialect, b.table)); err != nil {
 		return err
 	}
-	probe := `SELECT kind, lim FROM ` + b.table + ` WHERE 1 = 0`
+	if err := run(queueSchema(b.dialect, b.table)); err != nil {
+		return err
+	}
+	probe := `SELECT kind, lim, queued FROM ` + b.table + ` WHERE 1 = 0`
 	if _, err := b.db.ExecContext(ctx, probe); err != nil {
 		// A table of an older version. A concurrent migration may add a
 		// column first: the probe decides.
@@ -303,7 +225,7 @@ func (b *Backend) createTable(ctx context.Context) error {
 			_, _ = b.db.ExecContext(ctx, stmt)
 		}
 		if _, err := b.db.ExecContext(ctx, probe); err != nil {
-			return fmt.Errorf("sqllock: adding the columns kind and lim to table %s: %w", b.table, err)
+			return fmt.Errorf("sqllock: adding the columns kind, lim and queued to table %s: %w", b.table, err)
 		}
 	}
 	for _, stmt := range counterSchema(b.dialect, b.table) {
@@ -324,14 +246,6 @@ func checkLease(l driver.Lease) error {
 		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8 without NUL or comma", len(l.Owner), maxOwnerBytes)
 	case l.Kind > driver.Permit:
 		return fmt.Errorf("sqllock: lock kind %d: %w", l.Kind, errors.ErrUnsupported)
-	}
-	return nil
-}
-
-// checkKind rejects the kinds that connection-scoped locks do not offer.
-func (b *Backend) checkKind(l driver.Lease) error {
-	if b.conns != nil && l.Kind != driver.Exclusive {
-		return fmt.Errorf("sqllock: connection-scoped lock of kind %d: %w", l.Kind, errors.ErrUnsupported)
 	}
 	return nil
 }
@@ -359,6 +273,9 @@ func (b *Backend) start(ctx context.Context) error {
 	if err := b.ensure(ctx); err != nil {
 		return err
 	}
+	// Known once; until then each call asks, and a failure here only
+	// leaves this process's waiters to their poll.
+	_, _ = b.localHub(ctx)
 	b.sweepSoon()
 	return nil
 }
@@ -374,10 +291,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if req.TTL <= 0 {
 		return driver.Grant{}, fmt.Errorf("sqllock: TTL %v is not positive", req.TTL)
 	}
-	if req.Fair {
-		return driver.Grant{}, fmt.Errorf("sqllock: fair locks: %w", errors.ErrUnsupported)
-	}
-	if err := b.checkKind(req.Lease); err != nil {
+	if err := b.eng.accepts(req.Lease, req.Fair); err != nil {
 		return driver.Grant{}, err
 	}
 	if req.Kind == driver.Permit && req.Limit < 1 {
@@ -397,119 +311,37 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		}
 		meta = string(m)
 	}
-	if b.conns != nil {
-		return b.acquireConn(ctx, req, meta)
-	}
-	if req.Kind != driver.Exclusive {
-		return b.acquireShared(ctx, req, meta)
-	}
-	reentry := ""
-	if req.Reentry != "" {
-		// The table keeps a digest, not the identity, which is a secret.
-		sum := sha256.Sum256([]byte(req.Reentry))
-		reentry = hex.EncodeToString(sum[:])
-	}
-	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
-	// A row last taken as another family refuses the statement; once
-	// settleKind has made it a mutex's again (its holds have all ended),
-	// the statement is made once more.
-	for settled := false; ; settled = true {
-		g, family, err := b.acquireOnce(ctx, req, args)
-		if err != nil || g.Acquired || family == 0 || settled {
-			return g, err
-		}
-		if err := b.settleKind(ctx, req); err != nil {
-			return driver.Grant{}, err
-		}
-	}
+	return b.eng.acquire(ctx, req, meta)
 }
 
-// acquireOnce runs the mutex statement once, and on a refusal reads the
-// holder's remaining lease and the row's family (kind).
-func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []any) (driver.Grant, int64, error) {
-	type answer struct {
-		granted bool
-		token   int64
-		left    sql.NullInt64 // the holder's remaining lease, when refused
-		kind    sql.NullInt64 // the row's family, when refused
-	}
-	a, err := retryConflict(ctx, func() (a answer, err error) {
-		switch b.dialect {
-		case Postgres:
-			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.granted, &a.token, &a.left, &a.kind)
-			if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
-				return answer{}, nil
-			}
-		case MySQL:
-			var res sql.Result
-			if res, err = b.db.ExecContext(ctx, b.acquire.query, args...); err == nil {
-				a.token, err = res.LastInsertId()
-				a.granted = a.token > 0
-			}
-		default:
-			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.token)
-			a.granted = err == nil
-			if errors.Is(err, sql.ErrNoRows) {
-				err = nil
-			}
-		}
-		return a, err
-	})
-	if err != nil {
-		return driver.Grant{}, 0, fmt.Errorf("sqllock: acquire: %w", err)
-	}
-	if a.granted {
-		return driver.Grant{Acquired: true, Token: uint64(a.token), ValidFor: req.TTL - b.drift(req.TTL)}, 0, nil
-	}
-	left, kind := a.left, a.kind
-	if b.dialect != Postgres {
-		// A second round trip, on the refused path only.
-		err := b.db.QueryRowContext(ctx, b.refused.query, b.refused.args(req.Key)...).Scan(&left, &kind)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return driver.Grant{}, 0, nil // refused; the wait is only unknown
-		}
-	}
-	g := driver.Grant{}
-	if left.Valid {
-		g.RetryAfter = max(time.Duration(left.Int64)*time.Microsecond, time.Millisecond)
-	}
-	return g, kind.Int64, nil
-}
-
-// Release implements driver.Backend.
+// Release implements driver.Backend. A release made here wakes at once
+// the waiters of the key in this process (see [Backend.Watch]).
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	handed, err := b.releaseOne(ctx, l)
+	switch {
+	case handed != "":
+		b.wakeLocal(l.Key, wakeOwner, handed) // its turn: the others sleep on
+	case err == nil && l.Kind == driver.Exclusive:
+		b.wakeLocal(l.Key, wakeOldest, "")
+	case err == nil:
+		b.wakeLocal(l.Key, wakeAll, "")
+	}
+	return err
+}
+
+// releaseOne ends l's hold, and returns the waiter it handed the lease to,
+// if any.
+func (b *Backend) releaseOne(ctx context.Context, l driver.Lease) (string, error) {
 	if err := checkLease(l); err != nil {
-		return err
+		return "", err
 	}
 	if err := b.start(ctx); err != nil {
-		return err
+		return "", err
 	}
-	if err := b.checkKind(l); err != nil {
-		return err
+	if err := b.eng.accepts(l, false); err != nil {
+		return "", err
 	}
-	if b.conns != nil {
-		return b.releaseConn(ctx, l)
-	}
-	if l.Kind != driver.Exclusive {
-		return b.releaseShared(ctx, l)
-	}
-	n, err := b.exec(ctx, b.release, l.Key, l.Owner, listed(l.Owner))
-	if err != nil {
-		return fmt.Errorf("sqllock: release: %w", err)
-	}
-	if n > 0 {
-		return nil
-	}
-	// Not held: a repeat of this owner's release, or not its lock.
-	var one int
-	err = b.db.QueryRowContext(ctx, b.released.query, b.released.args(l.Key, l.Owner)...).Scan(&one)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, sql.ErrNoRows):
-		return driver.ErrNotHeld
-	}
-	return fmt.Errorf("sqllock: release: %w", err)
+	return b.eng.release(ctx, l)
 }
 
 // exec runs s and returns the number of rows it changed: from the result,
@@ -538,20 +370,10 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	if err := b.checkKind(l); err != nil {
+	if err := b.eng.accepts(l, false); err != nil {
 		return 0, err
 	}
-	if l.Kind != driver.Exclusive {
-		return b.refreshShared(ctx, l, ttl)
-	}
-	if b.conns != nil {
-		cl := b.conns.lease(l)
-		if cl == nil {
-			return 0, driver.ErrNotHeld
-		}
-		return b.refreshConn(ctx, cl, ttl)
-	}
-	return b.extend(ctx, ttl, b.refresh, b.holding, l.Key, listed(l.Owner))
+	return b.eng.refresh(ctx, l, ttl)
 }
 
 // extend runs the refresh statement st with args (name, owner) and ttl,

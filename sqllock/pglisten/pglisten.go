@@ -1,6 +1,8 @@
 // Package pglisten receives PostgreSQL notifications for sqllock on one
 // connection of a *sql.DB opened with the pgx driver
-// (github.com/jackc/pgx/v5/stdlib). Pass it to sqllock.WithListener:
+// (github.com/jackc/pgx/v5/stdlib). A backend on pgx has the same
+// listener without being told; pass this one to sqllock.WithListener to
+// say so in code:
 //
 //	b, err := sqllock.New(db, sqllock.WithListener(pglisten.New(db)))
 //

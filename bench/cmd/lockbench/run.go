@@ -130,6 +130,9 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 			if err := runUncontended(ctx, cfg, rep, scen, locker.SQL(db.driver), res.SQL[i].Rows, []string{db.dsn}, noCmds, log); err != nil {
 				return err
 			}
+			if err := runContended(ctx, cfg, rep, scen, contendedOnly(locker.SQL(db.driver)), res.SQL[i].Contended, []string{db.dsn}, noCmds, log); err != nil {
+				return err
+			}
 		}
 	}
 	for rep := range cfg.reps {
@@ -292,6 +295,9 @@ func startDatabases(ctx context.Context, res *report.Results, log io.Writer) ([]
 		} else {
 			for _, l := range locker.SQL(s.driver) {
 				row.Rows = append(row.Rows, report.UncontendedRow{Lib: report.LibOf(l)})
+			}
+			for _, l := range contendedOnly(locker.SQL(s.driver)) {
+				row.Contended = append(row.Contended, report.ContendedRow{Lib: report.LibOf(l)})
 			}
 		}
 		dbs = append(dbs, s)

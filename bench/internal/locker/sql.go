@@ -21,19 +21,32 @@ import (
 // its connection-scoped mode. New takes the DSN as its only address.
 func SQL(drv string) []Library {
 	libs := []Library{sqlFloor(drv), {
-		Name: "distlock (sqllock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1,
+		Name: "distlock (sqllock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 		Config: "distlock.New(sqllock.New(db), WithTTL(TTL)), the lease table, defaults otherwise",
 		How: "sqllock's lease table: acquire is one upsert whose conditions are judged under the row's lock (free, expired, " +
 			"or this owner's), raising the key's token counter and setting the expiry by the database clock; PostgreSQL and " +
 			"SQLite return the token with RETURNING, MySQL through LAST_INSERT_ID(expr). Release is one UPDATE that checks " +
-			"the owner and marks the row free, keeping its token. Rows are never deleted, so tokens survive restarts.",
+			"the owner and marks the row free, keeping its token (rows free for 10s are swept; tokens survive restarts). A waiter " +
+			"is woken by the release: pg_notify on PostgreSQL (a backend on pgx listens by itself), directly within the " +
+			"process on the others, or else by its watch's poll of the row.",
 		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			return newSQLLocker(drv, addrs[0], ttl)
 		},
 	}}
+	libs = append(libs, Library{
+		Name: "distlock (sqllock, fair)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
+		Config: "distlock.New(sqllock.New(db), WithTTL(TTL), WithFairness())",
+		How: "As distlock (sqllock), but a waiter keeps a place in line (a row of the queue table, renewed by each attempt) " +
+			"and a fair attempt takes a free lock only if no live waiter queued before it. A release that finds waiters in " +
+			"line grants the lock to the oldest in the same transaction and wakes that waiter only; its next attempt finds the " +
+			"lock its own.",
+		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
+			return newSQLLocker(drv, addrs[0], ttl, distlock.WithFairness())
+		},
+	})
 	if drv != "sqlite" {
 		libs = append(libs, Library{
-			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1,
+			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 			Config: "sqllock.New(db, WithConnectionScope())",
 			How: "Connection-scoped mode: a connection from the pool takes the native lock (pg_try_advisory_lock, GET_LOCK) " +
 				"and, on the same connection, raises the token in the lease table and sets the server's idle limit to the TTL; " +
@@ -42,22 +55,117 @@ func SQL(drv string) []Library {
 			New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 				return newSQLLocker(drv, addrs[0], ttl, sqllock.WithConnectionScope())
 			},
-		})
+		}, nativeLock(drv))
 	}
 	return libs
 }
 
-func newSQLLocker(drv, dsn string, ttl time.Duration, opts ...sqllock.Option) (Locker, error) {
+// nativeLock is the database's own lock, held by a session: PostgreSQL's
+// pg_advisory_lock, MySQL's GET_LOCK. Each worker has one connection; a
+// waiter blocks in the server until the holder's unlock hands it the lock.
+// It has no lease and no token: the yardstick of the contended ratios.
+func nativeLock(drv string) Library {
+	l := &nativeLocker{
+		try:     `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
+		wait:    `SELECT pg_advisory_lock(hashtextextended($1, 0))::TEXT = ''`,
+		release: `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
+	}
+	name, mod := "pg_advisory_lock (one connection)", "github.com/jackc/pgx/v5"
+	if drv == "mysql" {
+		// A timeout of a year stands for "wait for ever" on every version.
+		l.try, l.wait, l.release = `SELECT GET_LOCK(?, 0) = 1`, `SELECT GET_LOCK(?, 31536000) = 1`, `SELECT RELEASE_LOCK(?) = 1`
+		name, mod = "GET_LOCK (one connection)", "github.com/go-sql-driver/mysql"
+	}
+	return Library{
+		Name: name, Module: mod, Kind: Peer, Nodes: 1, Contended: true,
+		Config: "one *sql.DB per worker holding one connection (db.Conn); no lease, no token",
+		How: "The database's session lock: a worker takes it on its own connection; a waiter's statement blocks in the " +
+			"server until the holder unlocks, which grants it at once. One round trip each way, no polling; the lock ends " +
+			"with its connection, and nothing fences a holder that was cut off.",
+		New: func(ctx context.Context, addrs []string, _ time.Duration) (Locker, error) {
+			db, err := sql.Open(drv, addrs[0])
+			if err != nil {
+				return nil, err
+			}
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				return nil, errors.Join(err, db.Close())
+			}
+			n := *l
+			n.db, n.conn = db, conn
+			return &n, nil
+		},
+	}
+}
+
+type nativeLocker struct {
+	db                 *sql.DB
+	conn               *sql.Conn
+	try, wait, release string
+}
+
+type nativeHeld struct {
+	n   *nativeLocker
+	key string
+}
+
+func (h nativeHeld) Release(ctx context.Context) error {
+	var ok bool
+	if err := h.n.conn.QueryRowContext(ctx, h.n.release, h.key).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("native lock: not held at release")
+	}
+	return nil
+}
+
+func (n *nativeLocker) take(ctx context.Context, query, key string) (Held, error) {
+	var ok bool
+	if err := n.conn.QueryRowContext(ctx, query, key).Scan(&ok); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotObtained
+	}
+	return nativeHeld{n, key}, nil
+}
+
+func (n *nativeLocker) TryAcquire(ctx context.Context, key string) (Held, error) {
+	return n.take(ctx, n.try, key)
+}
+
+func (n *nativeLocker) Acquire(ctx context.Context, key string) (Held, error) {
+	return n.take(ctx, n.wait, key)
+}
+
+func (n *nativeLocker) Close() error { return errors.Join(n.conn.Close(), n.db.Close()) }
+
+// newSQLLocker opens a sqllock backend with the options of sqllock and
+// distlock in opts.
+func newSQLLocker(drv, dsn string, ttl time.Duration, opts ...any) (Locker, error) {
 	db, err := sql.Open(drv, dsn)
 	if err != nil {
 		return nil, err
 	}
-	be, err := sqllock.New(db, opts...)
+	var (
+		bopts []sqllock.Option
+		copts = []distlock.Option{distlock.WithTTL(ttl)}
+	)
+	for _, o := range opts {
+		switch o := o.(type) {
+		case sqllock.Option:
+			bopts = append(bopts, o)
+		case distlock.Option:
+			copts = append(copts, o)
+		}
+	}
+	be, err := sqllock.New(db, bopts...)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return &distlockLocker{
-		c:     distlock.New(be, distlock.WithTTL(ttl)),
+		c:     distlock.New(be, copts...),
 		close: func() error { return errors.Join(be.Close(), db.Close()) },
 	}, nil
 }

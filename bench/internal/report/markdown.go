@@ -121,6 +121,14 @@ func Markdown(res *Results, chart string) []byte {
 				continue
 			}
 			uncontendedTables(&b, summarizeAll(db.Rows))
+			if len(db.Contended) > 0 {
+				w("Contention on %s: scenario C's loop, %d workers on one key, each with its own *sql.DB.\n\n", db.Database, s.Workers)
+				var dc []contendedSummary
+				for _, row := range db.Contended {
+					dc = append(dc, summarizeContended(row))
+				}
+				contendedTables(&b, dc, math.NaN(), math.NaN())
+			}
 		}
 	}
 

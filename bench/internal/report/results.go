@@ -29,9 +29,10 @@ type Results struct {
 
 // SQLRows are scenario D's rows on one database.
 type SQLRows struct {
-	Database string // "PostgreSQL 15", say
-	Error    string // why the database could not be started, if so
-	Rows     []UncontendedRow
+	Database  string // "PostgreSQL 15", say
+	Error     string // why the database could not be started, if so
+	Rows      []UncontendedRow
+	Contended []ContendedRow // the contenders that can wait
 }
 
 // ZooKeeperRows are scenario E's rows.

@@ -1,0 +1,74 @@
+package sqllock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/sqllock"
+)
+
+// checkHandOver: a release of a fair lock with waiters in line grants it
+// to the oldest live waiter in its own transaction, before that waiter
+// tries again, skipping a waiter whose place lapsed; the waiter's next
+// attempt finds the lock its own, with a greater token.
+func checkHandOver(t *testing.T, d database) {
+	ctx := ctxFor(t, 60*time.Second)
+	b, other := d.backend(t), d.backend(t)
+	if !b.Capabilities().Fair {
+		t.Fatalf("Capabilities().Fair = false; want fair locks")
+	}
+	const key = "handed-over"
+	req := func(name string, queue time.Duration) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: name}, TTL: time.Minute, Fair: true, Queue: queue}
+	}
+	acquire := func(b *sqllock.Backend, r driver.Request) driver.Grant {
+		t.Helper()
+		g, err := b.Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("Acquire(%s): %v", r.Owner, err)
+		}
+		return g
+	}
+	held := acquire(b, req("holder", 0))
+	if !held.Acquired {
+		t.Fatalf("fair Acquire of a free key refused")
+	}
+	if acquire(other, req("vanished", 500*time.Millisecond)).Acquired || acquire(b, req("waiter", time.Minute)).Acquired {
+		t.Fatalf("fair Acquire of a held key granted")
+	}
+	time.Sleep(1500 * time.Millisecond) // "vanished" makes no attempt: its place lapses
+	if err := other.Release(ctx, req("holder", 0).Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if info, err := b.Inspect(ctx, key); err != nil || !info.Held {
+		t.Fatalf("Inspect after the release: %+v, %v; want held, handed to the waiter in line", info, err)
+	}
+	if acquire(other, req("newcomer", 0)).Acquired {
+		t.Errorf("a newcomer took the lock handed to the waiter in line")
+	}
+	g := acquire(b, req("waiter", time.Minute))
+	if !g.Acquired || g.Token <= held.Token {
+		t.Fatalf("the waiter's attempt after the hand-over: %+v; want granted with a token above %d", g, held.Token)
+	}
+	if v := acquire(other, req("vanished", 0)); v.Acquired {
+		t.Errorf("the waiter whose place lapsed took the lock: %+v", v)
+	}
+	if err := b.Release(ctx, req("waiter", 0).Lease); err != nil {
+		t.Fatalf("Release by the waiter: %v", err)
+	}
+}
+
+func TestFairHandOverPostgres(t *testing.T) {
+	_, d := startPostgres(t)
+	checkHandOver(t, d)
+}
+
+func TestFairHandOverMariaDB(t *testing.T) {
+	_, d := startMariaDB(t)
+	checkHandOver(t, d)
+}
+
+func TestFairHandOverSQLite(t *testing.T) {
+	checkHandOver(t, sqliteFile(t))
+}
