@@ -14,6 +14,13 @@ import (
 // "lock" and "owner", never KEYS[1] or ARGV[1]. To add a script: write its
 // body in lua/, embed it below, and give it a row here with the helpers it
 // uses. FORMAT.md describes what every key holds.
+//
+// A script's helpers are Lua closures, built afresh on every run, which
+// costs the server more than the commands of an uncontended lock do. So a
+// script that takes helpers gets prelude.lua first, which is small, and
+// may begin with a fast path that needs nothing more: the lines of its
+// body above the line "--[[helpers]]" come before the helpers, the rest
+// after them.
 var (
 	acquireScript = define(spec{
 		name: "acquire", body: acquireSrc, libs: []string{tokenLib, kindLib},
@@ -159,9 +166,12 @@ var (
 	guardWaitSrc string
 
 	// The shared helpers, prepended to the scripts that use them (in the
-	// order libs gives): the clock, tokens and the restart guard; the
-	// families of locks; the re-entrant holds; the fair queue; leases in
-	// sorted sets (permits and readers).
+	// order libs gives), after the prelude and the script's fast path: the
+	// clock, tokens and the restart guard; the families of locks; the
+	// re-entrant holds; the fair queue; leases in sorted sets (permits and
+	// readers).
+	//go:embed lua/prelude.lua
+	preludeLib string
 	//go:embed lua/token.lua
 	tokenLib string
 	//go:embed lua/kind.lua
@@ -224,10 +234,22 @@ type script struct {
 // scripts are the defined scripts, by id.
 var scripts []*script
 
-// define makes the script of s: the helpers, then a line that binds the
-// names of its keys and arguments, then its body.
+// helpersMark splits a script's body into its fast path, which runs
+// before the helpers are built, and the rest.
+const helpersMark = "--[[helpers]]\n"
+
+// define makes the script of s: a line that binds the names of its keys
+// and arguments; then, if it takes helpers, the prelude, the body's fast
+// path (see helpersMark) and the helpers; then the (rest of the) body.
 func define(s spec) *script {
-	src := strings.Join(s.libs, "") + header(s) + s.body
+	src := header(s) + s.body
+	if len(s.libs) > 0 {
+		fast, rest, ok := strings.Cut(s.body, helpersMark)
+		if !ok {
+			fast, rest = "", s.body
+		}
+		src = header(s) + preludeLib + fast + strings.Join(s.libs, "") + rest
+	}
 	rs := redis.NewScript(src)
 	sc := &script{Script: rs, spec: s, id: len(scripts), src: src, sha: rs.Hash()}
 	scripts = append(scripts, sc)
@@ -235,9 +257,9 @@ func define(s spec) *script {
 }
 
 // header returns the Lua line that binds s's key and argument names, as
-// "local lock, counter, owner = KEYS[1], KEYS[2], ARGV[1]". It comes after
-// the helpers, which take what they need as parameters, and before the
-// body, whose own locals must not reuse these names.
+// "local lock, counter, owner = KEYS[1], KEYS[2], ARGV[1]". It comes
+// first; the helpers take what they need as parameters, and neither they
+// nor the body may declare locals of these names.
 func header(s spec) string {
 	var names, vals []string
 	for i, b := range s.keys {

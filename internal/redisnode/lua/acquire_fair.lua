@@ -17,12 +17,24 @@
 -- the restart guard's refusal "guard MS" (see token.lua), or
 -- mismatch's reply (see kind.lua), which keeps no place. An owner held
 -- back by the guard keeps its place in the queue.
+--
+-- The fast path, before the helpers are built: a free lock that nobody
+-- queues for, whose records are quiet (see take_quiet in prelude.lua),
+-- taken without a re-entrant identity.
+local r = redis.call('MGET', lock, lock .. ':receipt', counter)
+if not r[1] and reentry == '' and redis.call('EXISTS', queue) == 0 then
+  local token = take_quiet(lock, counter, r, owner, desc, ttl, guard)
+  if token then
+    return token
+  end
+end
+--[[helpers]]
 local holder = owner
 if reentry ~= '' then
   holder = '*' .. reentry
 end
 local prefix = holder .. '\n'
-local v, last, quiet = records(lock, counter)
+local v, last, quiet = records(lock, counter, r)
 if v and string.sub(v, 1, #prefix) == prefix then
   if reentry ~= '' then
     return add_hold(lock, holds, owner, ttl, v)

@@ -14,10 +14,7 @@
 -- parts a server takes from a client that has not authenticated, and hide
 -- its NOAUTH behind a protocol error.
 
--- WRITER is the last line of the description of a read-write lock's
--- writer (before WAITED, if the lease is marked so). The client's own
--- description lines are never exactly this.
-local WRITER = '\ndistlock.kind=write'
+-- WRITER, the last line of a writer's description, is in prelude.lua.
 
 -- LIMIT is the field of the permits' token hash that holds n, under a name
 -- no owner has.

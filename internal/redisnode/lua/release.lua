@@ -21,6 +21,19 @@
 -- handed on.
 -- Returns 1 when released (by this call, or by its first sending when this
 -- is a repeat after a lost reply), 0 when the owner did not hold it.
+--
+-- The fast path, before the helpers are built: the owner's own lease,
+-- which nobody waited for and which is no writer's, goes without a
+-- message, leaving its receipt (as below).
+local v = redis.call('GET', lock)
+local prefix = owner .. '\n'
+if v and string.sub(v, 1, #prefix) == prefix and string.sub(v, -#WAITED) ~= WAITED
+    and string.sub(v, -#WRITER) ~= WRITER then
+  redis.call('SET', receipt, prefix .. call .. '\n' .. string.match(v, '^[^\n]*\n(%d+)'), 'PX', COUNTER_LIFE)
+  redis.call('DEL', lock)
+  return 1
+end
+--[[helpers]]
 
 -- hand_over gives the lock, still held by the releasing owner, to the fair
 -- waiter head, whose place is rec, at the server time us (µs) and now
@@ -64,8 +77,6 @@ local function given_back(call)
   return false
 end
 
-local v = redis.call('GET', lock)
-local prefix = owner .. '\n'
 call = prefix .. call
 local last = v and string.sub(v, 1, #prefix) == prefix
 -- A give-back names its grant as owner LF token (see GiveBack); for a hold

@@ -14,10 +14,7 @@ local function clock()
   return us, math.floor(us / 1000)
 end
 
--- WAITED ends the value of a lease that has refused an attempt (or was
--- granted while others queued): its release wakes the waiters. A lease
--- nobody waited for is released without a message.
-local WAITED = '\n~'
+-- WAITED, WRITER, COUNTER_LIFE and mint are in prelude.lua.
 
 -- waited reports whether the lease value v is marked as waited for.
 local function waited(v)
@@ -37,20 +34,6 @@ local function refused(lock, v)
     redis.call('SET', lock, v .. WAITED, 'KEEPTTL')
   end
   return -math.max(1, pttl)
-end
-
--- COUNTER_LIFE is how long, in ms, a fencing counter outlives its last
--- write at least, so that a key nobody uses leaves nothing behind.
-local COUNTER_LIFE = 10000
-
--- counter_life returns how long, in ms, a counter of value token, written
--- at the server time us, must last: until the clock floor (of grain µs)
--- has passed it, so that the tokens issued after it expired are still
--- above it, and at least COUNTER_LIFE. The millisecond rounded up and one
--- more are a margin over the µs.
-local function counter_life(token, us, grain)
-  local ahead = token + grain - us
-  return math.max(COUNTER_LIFE, math.floor(ahead / 1000) + 2)
 end
 
 -- NO_INFO begins the error of a script whose restart guard may not read
@@ -81,7 +64,7 @@ local function highest(a, b, c)
   return m
 end
 
--- records reads, in one command, what the lock whose key is lock and whose
+-- records reads, in one command (unless r is its reply already), what the lock whose key is lock and whose
 -- counter is counter keeps: the lease on it (or nil), the last token
 -- issued as far as the records tell (or nil: none left), and whether no
 -- reader or permit can have been granted since the last lease ended
@@ -90,8 +73,8 @@ end
 -- receipt lives, is not above it. (An eviction of the counter alone can
 -- fool this, as evictions can take the lock key itself: see the eviction
 -- policy in the package documentation.)
-local function records(lock, counter)
-  local r = redis.call('MGET', lock, lock .. ':receipt', counter)
+local function records(lock, counter, r)
+  r = r or redis.call('MGET', lock, lock .. ':receipt', counter)
   local v = r[1] or nil
   local rtok, fence = receipt_token(r[2] or nil), r[3] and tonumber(r[3]) or nil
   local quiet = rtok ~= nil and (fence == nil or fence <= rtok)
@@ -131,10 +114,6 @@ end
 local function issue(counter, marker, us, guard, last, leased)
   local g, m = string.match(guard, '^(%d+):(%d+)$')
   local grain, maxttl = tonumber(g), tonumber(m)
-  local floor = 0
-  if grain > 0 then
-    floor = us - us % grain
-  end
   if not last and maxttl > 0 then
     local info = redis.pcall('INFO', 'server')
     if type(info) == 'table' and info.err then
@@ -150,14 +129,7 @@ local function issue(counter, marker, us, guard, last, leased)
       redis.call('SET', marker, life)
     end
   end
-  local token = math.max((last or 0) + 1, floor)
-  local text = string.format('%.0f', token)
-  if grain == 0 then
-    redis.call('SET', counter, text)
-  elseif not leased or grain > 1000 or token > floor then
-    redis.call('SET', counter, text, 'PX', counter_life(token, us, grain))
-  end
-  return token, text
+  return mint(counter, us, grain, last or 0, leased)
 end
 
 -- lease returns the value of a lease of holder (an owner, or a re-entrant

@@ -1,0 +1,71 @@
+-- Shared by every script that takes helpers; it comes first, right after
+-- the line that binds the script's keys and arguments, and holds only
+-- what a script's fast path (the lines above its helpers) needs: a few
+-- constants and two functions. Everything here is built on every run of
+-- the script, so it stays small; the other helpers are built only when
+-- the fast path does not decide.
+
+-- WAITED ends the value of a lease that has refused an attempt (or was
+-- granted while others queued): its release wakes the waiters. A lease
+-- nobody waited for is released without a message.
+local WAITED = '\n~'
+
+-- WRITER is the last line of the description of a read-write lock's
+-- writer (before WAITED, if the lease is marked so). The client's own
+-- description lines are never exactly this.
+local WRITER = '\ndistlock.kind=write'
+
+-- COUNTER_LIFE is how long, in ms, a fencing counter outlives its last
+-- write at least, so that a key nobody uses leaves nothing behind.
+local COUNTER_LIFE = 10000
+
+-- counter_life returns how long, in ms, a counter of value token, written
+-- at the server time us, must last: until the clock floor (of grain µs)
+-- has passed it, so that the tokens issued after it expired are still
+-- above it, and at least COUNTER_LIFE. The millisecond rounded up and one
+-- more are a margin over the µs.
+local function counter_life(token, us, grain)
+  local ahead = token + grain - us
+  return math.max(COUNTER_LIFE, math.floor(ahead / 1000) + 2)
+end
+
+-- mint returns the token after last (a number, never nil), at the server
+-- time us (µs) and with the grain grain (µs, 0: no clock floor), as a
+-- number and as decimal text (Lua's own conversion keeps only 14 digits),
+-- and writes it to counter unless the lease (leased) and its receipt keep
+-- it (see issue in token.lua, which checks the restart guard first).
+-- The counter lasts for counter_life.
+local function mint(counter, us, grain, last, leased)
+  local floor = 0
+  if grain > 0 then
+    floor = us - us % grain
+  end
+  local token = math.max(last + 1, floor)
+  local text = string.format('%.0f', token)
+  if grain == 0 then
+    redis.call('SET', counter, text)
+  elseif not leased or grain > 1000 or token > floor then
+    redis.call('SET', counter, text, 'PX', counter_life(token, us, grain))
+  end
+  return token, text
+end
+
+-- take_quiet grants the free lock on lock to holder, with the
+-- description desc and a TTL of ttl ms, when its records r (the reply of
+-- MGET lock, its receipt, counter) show it quiet: the receipt of the last
+-- lease is there, and the counter is not above its token, so no reader or
+-- permit can have been granted since that lease ended and the receipt
+-- keeps the highest token (see records in token.lua). It returns the
+-- token, or nil, having changed nothing, when the records are not quiet.
+local function take_quiet(lock, counter, r, holder, desc, ttl, guard)
+  local last = r[2] and tonumber(string.match(r[2], '\n(%d+)$'))
+  if not last or (r[3] and tonumber(r[3]) > last) then
+    return nil
+  end
+  local grain = tonumber(string.match(guard, '^%d+'))
+  local t = redis.call('TIME')
+  local us = t[1] * 1000000 + t[2]
+  local token, text = mint(counter, us, grain, last, true)
+  redis.call('SET', lock, holder .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. '\n' .. desc, 'PX', ttl)
+  return token
+end
