@@ -182,7 +182,12 @@
 // The cost: after a restart, new keys — and, without persistence, all
 // keys — wait until the server has run for the maximum lease length (a
 // second more, as uptime is read in whole seconds). Keys whose counter
-// survived (and had not expired: see Guarantees) are not held back. [WithoutRestartGuard] turns the guard off.
+// survived (and had not expired: see Guarantees) are not held back. On
+// servers that put every write on disk before answering it (appendonly
+// yes, appendfsync always), [WithDurableServers] removes that cost: a
+// server that loaded the marker of an earlier life back from its
+// append-only file lost nothing, and grants new keys at once.
+// [WithoutRestartGuard] turns the guard off.
 //
 // The guard does not cover: FLUSHALL or evictions on a server that has run
 // longer than the maximum lease; a failover (a promoted replica has not

@@ -31,6 +31,17 @@ func WithMaxTTL(d time.Duration) Option { return func(b *Backend) { b.maxTTL = d
 // appendfsync always) and is never restarted from an older copy.
 func WithoutRestartGuard() Option { return func(b *Backend) { b.guardOff = true } }
 
+// WithDurableServers tells the restart guard that every server puts each
+// write on disk before it answers (appendonly yes, appendfsync always) and
+// never starts from an older copy of its data. A server that restarted and
+// loaded back the guard's marker from its append-only file has then lost
+// no lease, and grants new keys at once instead of waiting out the maximum
+// lease length; a server without the marker (brand-new, or started
+// without its files) still waits, or needs [Backend.DeclareFresh]. The
+// guard checks that the server keeps an append-only file; appendfsync
+// always is the user's word. URL: restart_guard=durable.
+func WithDurableServers() Option { return func(b *Backend) { b.durable = true } }
+
 // WithoutClockTokens turns off the floor that keeps fencing tokens at or
 // above the server clock, so that tokens follow the counter alone and start
 // again at 1 when a server loses it. It exists to show, in tests and in
@@ -40,7 +51,7 @@ func WithoutClockTokens() Option { return func(b *Backend) { b.clockOff = true }
 // guard returns the scripts' settings for this backend's options.
 func (b *Backend) guard() redisnode.Guard {
 	_, cluster := b.rdb.(*redis.ClusterClient)
-	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: time.Microsecond, Cluster: cluster, NoClock: b.clockOff}
+	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: time.Microsecond, Cluster: cluster, NoClock: b.clockOff, Durable: b.durable}
 	if b.guardOff {
 		g.MaxTTL = 0
 	}
@@ -85,7 +96,7 @@ func (b *Backend) warnings(ctx context.Context, k redisnode.Keys) []string {
 	if w := b.risks.Get(ctx, b.rdb, g.MaxTTL); w != "" {
 		ws = append(ws, w)
 	}
-	if wait, err := redisnode.GuardWait(ctx, b.rdb, k, g.MaxTTL); err == nil && wait > 0 {
+	if wait, err := redisnode.GuardWait(ctx, b.rdb, k, g); err == nil && wait > 0 {
 		ws = append(ws, redisnode.GuardWarning(wait, g.MaxTTL))
 	}
 	return ws

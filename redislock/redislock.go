@@ -36,6 +36,7 @@ type Backend struct {
 	ownsRDB   bool
 	maxTTL    time.Duration // the restart guard's (see guard.go)
 	guardOff  bool
+	durable   bool
 	clockOff  bool
 	risks     redisnode.RiskCache
 	givebacks givebacks // see giveback.go

@@ -16,13 +16,14 @@ import (
 
 // URL schemes registered with distlock.Open:
 //
-//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&replicas=N&replicas_timeout=D&dial_timeout=...]
+//	redis://[user:pass@]host:port[/db][?prefix=P&max_ttl=D&restart_guard=off|durable&clock_tokens=off&replicas=N&replicas_timeout=D&dial_timeout=...]
 //	rediss://...                                     (TLS)
-//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&replicas=N&replicas_timeout=D]
-//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off&clock_tokens=off&replicas=N&replicas_timeout=D]
+//	redis+sentinel://[user:pass@]host:port,host:port/master[/db][?prefix=P&max_ttl=D&restart_guard=off|durable&clock_tokens=off&replicas=N&replicas_timeout=D]
+//	redis+cluster://[user:pass@]host:port,host:port[?prefix=P&max_ttl=D&restart_guard=off|durable&clock_tokens=off&replicas=N&replicas_timeout=D]
 //
 // max_ttl is a Go duration ("90s"), see [WithMaxTTL]; restart_guard=off is
-// [WithoutRestartGuard]; clock_tokens=off is [WithoutClockTokens]; replicas
+// [WithoutRestartGuard], restart_guard=durable [WithDurableServers];
+// clock_tokens=off is [WithoutClockTokens]; replicas
 // and replicas_timeout (default 100ms) are [WithReplicas]. Query options other than these and prefix are
 // go-redis' own (see redis.ParseURL) for redis and rediss. Clients opened from a URL are set up as the package
 // documentation recommends (ContextTimeoutEnabled, DialerRetries 1 and,
@@ -78,13 +79,18 @@ func parseURL(u *url.URL) (redis.UniversalClient, []Option, error) {
 	case off:
 		opts = append(opts, WithoutClockTokens())
 	}
-	switch maxTTL, off, err := redisnode.GuardQuery(q); {
+	switch maxTTL, off, durable, err := redisnode.GuardQuery(q); {
 	case err != nil:
 		return nil, nil, invalid(u, "%v", err)
 	case off:
 		opts = append(opts, WithoutRestartGuard())
-	case maxTTL > 0:
-		opts = append(opts, WithMaxTTL(maxTTL))
+	default:
+		if maxTTL > 0 {
+			opts = append(opts, WithMaxTTL(maxTTL))
+		}
+		if durable {
+			opts = append(opts, WithDurableServers())
+		}
 	}
 	switch n, timeout, err := redisurl.Replicas(u, q); {
 	case err != nil:

@@ -279,7 +279,7 @@ func (b *Backend) survey(ctx context.Context, req driver.Request, k redisnode.Ke
 			refusing |= 1 << r.node
 		}
 	}
-	maxTTL := b.guard().MaxTTL
+	g := b.guard()
 	owners := make([]string, len(b.nodes))
 	waits := make([]time.Duration, len(b.nodes))
 	fo := b.fan(ctx, b.timeout(req.TTL), refusing, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
@@ -288,7 +288,7 @@ func (b *Backend) survey(ctx context.Context, req driver.Request, k redisnode.Ke
 		if err == nil && st.Held {
 			owners[i] = st.Owner
 		} else if err == nil {
-			waits[i], err = redisnode.GuardWait(ctx, rdb, k, maxTTL)
+			waits[i], err = redisnode.GuardWait(ctx, rdb, k, g)
 		}
 		return reply{node: i, ok: err == nil, err: err}
 	})

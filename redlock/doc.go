@@ -205,6 +205,9 @@
 // and that brand-new masters hold new keys back too, until they have run
 // that long or [Backend.DeclareFresh] declares them new. Refresh re-takes
 // the lock on a master that lost it once the guard lets it.
+// [WithDurableServers] removes the wait after a restart on masters that put
+// every write on disk before answering it (appendonly yes, appendfsync
+// always) and load the guard's marker back from their append-only file.
 // [WithoutRestartGuard] turns the guard off; then persist every write
 // (appendonly yes, appendfsync always) or keep a restarted master out for
 // longer than the longest TTL by other means.

@@ -36,6 +36,17 @@ func WithMaxTTL(d time.Duration) Option { return func(b *Backend) { b.maxTTL = d
 // restart for longer than the longest TTL in use.
 func WithoutRestartGuard() Option { return func(b *Backend) { b.guardOff = true } }
 
+// WithDurableServers tells the restart guard that every master puts each
+// write on disk before it answers (appendonly yes, appendfsync always) and
+// never starts from an older copy of its data. A master that restarted and
+// loaded back the guard's marker from its append-only file has then lost
+// no lease, and grants new keys at once instead of waiting out the maximum
+// lease length; a master without the marker (brand-new, or started
+// without its files) still waits, or needs [Backend.DeclareFresh]. The
+// guard checks that the master keeps an append-only file; appendfsync
+// always is the user's word. URL: restart_guard=durable.
+func WithDurableServers() Option { return func(b *Backend) { b.durable = true } }
+
 // WithoutClockTokens turns off the floor that keeps fencing tokens at or
 // above the server clock, so that tokens follow the counter alone and start
 // again at 1 when a server loses it. It exists to show, in tests and in
@@ -44,7 +55,7 @@ func WithoutClockTokens() Option { return func(b *Backend) { b.clockOff = true }
 
 // guard returns the scripts' settings for this backend's options.
 func (b *Backend) guard() redisnode.Guard {
-	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: TokenGrain, NoClock: b.clockOff}
+	g := redisnode.Guard{MaxTTL: b.maxTTL, Grain: TokenGrain, NoClock: b.clockOff, Durable: b.durable}
 	if b.guardOff {
 		g.MaxTTL = 0
 	}
@@ -113,7 +124,7 @@ func (b *Backend) warnings(ctx context.Context, k redisnode.Keys) []string {
 	waits := make([]time.Duration, len(b.nodes))
 	fo := b.fan(ctx, b.answerTimeout(), b.all, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		texts[i] = b.risks[i].Get(ctx, rdb, g.MaxTTL)
-		waits[i], _ = redisnode.GuardWait(ctx, rdb, k, g.MaxTTL)
+		waits[i], _ = redisnode.GuardWait(ctx, rdb, k, g)
 		return reply{node: i, ok: true}
 	})
 	answered := make([]bool, len(b.nodes))

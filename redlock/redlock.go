@@ -75,6 +75,7 @@ type Backend struct {
 
 	maxTTL    time.Duration // the restart guard's (see guard.go)
 	guardOff  bool
+	durable   bool
 	clockOff  bool
 	risks     []redisnode.RiskCache // per node
 	err       error                 // set by New when the configuration cannot work

@@ -17,12 +17,12 @@ import (
 
 // The URL scheme registered with distlock.Open:
 //
-//	redlock://[user:pass@]host:port,host:port,...[/db][?prefix=P&node_timeout=D&max_ttl=D&restart_guard=off]
+//	redlock://[user:pass@]host:port,host:port,...[/db][?prefix=P&node_timeout=D&max_ttl=D&restart_guard=off|durable]
 //
 // One host per independent master; user, password and database apply to
 // each. node_timeout is a Go duration ("50ms"), see [WithNodeTimeout];
 // max_ttl one too ("90s"), see [WithMaxTTL]; restart_guard=off is
-// [WithoutRestartGuard].
+// [WithoutRestartGuard], restart_guard=durable [WithDurableServers].
 // Clients opened from a URL are set up as [New] recommends, and are closed
 // with the distlock.Client.
 func init() {
@@ -63,13 +63,18 @@ func parseURL(u *url.URL) ([]redis.UniversalClient, []Option, error) {
 	case off:
 		opts = append(opts, WithoutClockTokens())
 	}
-	switch maxTTL, off, err := redisnode.GuardQuery(q); {
+	switch maxTTL, off, durable, err := redisnode.GuardQuery(q); {
 	case err != nil:
 		return nil, nil, invalid(u, "%v", err)
 	case off:
 		opts = append(opts, WithoutRestartGuard())
-	case maxTTL > 0:
-		opts = append(opts, WithMaxTTL(maxTTL))
+	default:
+		if maxTTL > 0 {
+			opts = append(opts, WithMaxTTL(maxTTL))
+		}
+		if durable {
+			opts = append(opts, WithDurableServers())
+		}
 	}
 	for name, vals := range q {
 		if len(vals) != 1 {

@@ -66,14 +66,19 @@ func sentinelClient(rawURL string, routes map[string]string) (*redis.Client, []r
 	if off {
 		opts = append(opts, redislock.WithoutClockTokens())
 	}
-	maxTTL, off, err := redisnode.GuardQuery(q)
+	maxTTL, off, durable, err := redisnode.GuardQuery(q)
 	switch {
 	case err != nil:
 		return nil, nil, redisurl.Invalid(u, "%v", err)
 	case off:
 		opts = append(opts, redislock.WithoutRestartGuard())
-	case maxTTL > 0:
-		opts = append(opts, redislock.WithMaxTTL(maxTTL))
+	default:
+		if maxTTL > 0 {
+			opts = append(opts, redislock.WithMaxTTL(maxTTL))
+		}
+		if durable {
+			opts = append(opts, redislock.WithDurableServers())
+		}
 	}
 	n, timeout, err := redisurl.Replicas(u, q)
 	if err != nil {

@@ -32,20 +32,39 @@ type Guard struct {
 	// marker per prefix.
 	Cluster bool
 
+	// Durable says that the servers put every write on disk before they
+	// answer it (appendonly yes, appendfsync always) and never start from
+	// an older copy of their data. The restart guard then lets new keys
+	// through at once on a server that loaded back a marker of an earlier
+	// life from its append-only file; a server without one (brand-new, or
+	// restarted without its files) still waits or needs [DeclareFresh].
+	Durable bool
+
 	// NoClock turns the clock floor off: tokens then follow the counter
 	// alone and go back to 1 when a node loses it. Only for showing what
 	// the floor prevents (see distlock torture).
 	NoClock bool
 }
 
-// boxed returns the guard's script argument, "grain:maxttl" (µs, ms; see
-// token.lua), boxed once for the hot path.
+// boxed returns the guard's script argument, "grain:maxttl" or
+// "grain:maxttl:1" when durable (µs, ms; see token.lua), boxed once for the
+// hot path.
 func (g Guard) boxed() any {
 	grain := max(g.Grain.Microseconds(), 1)
 	if g.NoClock {
 		grain = 0
 	}
-	return strconv.FormatInt(grain, 10) + ":" + strconv.FormatInt(max(g.MaxTTL.Milliseconds(), 0), 10)
+	return strconv.FormatInt(grain, 10) + ":" + g.waitArg()
+}
+
+// waitArg returns the guard's argument to guard_wait.lua: "maxttl" (ms),
+// or "maxttl:1" when durable.
+func (g Guard) waitArg() string {
+	s := strconv.FormatInt(max(g.MaxTTL.Milliseconds(), 0), 10)
+	if g.Durable {
+		s += ":1"
+	}
+	return s
 }
 
 var noGuard = Guard{}.boxed()
@@ -86,13 +105,13 @@ func DeclareFresh(ctx context.Context, c redis.UniversalClient, prefix string, c
 	return err
 }
 
-// GuardWait returns how much longer the restart guard holds back new grants
-// of k (0: it does not), for a guard of maxTTL.
-func GuardWait(ctx context.Context, c redis.Scripter, k Keys, maxTTL time.Duration) (time.Duration, error) {
-	if maxTTL <= 0 {
+// GuardWait returns how much longer the restart guard g holds back new
+// grants of k (0: it does not).
+func GuardWait(ctx context.Context, c redis.Scripter, k Keys, g Guard) (time.Duration, error) {
+	if g.MaxTTL <= 0 {
 		return 0, nil
 	}
-	ms, err := run(ctx, c, guardWait, k.of(guardWait), maxTTL.Milliseconds()).Int64()
+	ms, err := run(ctx, c, guardWait, k.of(guardWait), g.waitArg()).Int64()
 	return time.Duration(ms) * time.Millisecond, err
 }
 
@@ -184,18 +203,18 @@ func ClockQuery(q url.Values) (off bool, err error) {
 // GuardWarning is the line Inspect shows while the restart guard holds new
 // grants back for wait more.
 func GuardWarning(wait, maxTTL time.Duration) string {
-	return fmt.Sprintf("restart guard: the server started less than %v ago without a declaration that it lost no data (DeclareFresh); new locks are granted in %v",
+	return fmt.Sprintf("restart guard: the server started less than %v ago without a declaration that it lost no data (DeclareFresh, or restart_guard=durable for servers that persist every write); new locks are granted in %v",
 		maxTTL, wait.Round(time.Second))
 }
 
 // GuardQuery reads the restart guard's URL options and removes them from
-// q: max_ttl (a Go duration, such as 90s) and restart_guard (on or off).
-// maxTTL is 0 when not given.
-func GuardQuery(q url.Values) (maxTTL time.Duration, off bool, err error) {
+// q: max_ttl (a Go duration, such as 90s) and restart_guard (on, off, or
+// durable: see [Guard.Durable]). maxTTL is 0 when not given.
+func GuardQuery(q url.Values) (maxTTL time.Duration, off, durable bool, err error) {
 	if q.Has("max_ttl") {
 		v := q.Get("max_ttl")
 		if maxTTL, err = time.ParseDuration(v); err != nil || maxTTL <= 0 {
-			return 0, false, fmt.Errorf("max_ttl %q: want a positive duration such as 90s", v)
+			return 0, false, false, fmt.Errorf("max_ttl %q: want a positive duration such as 90s", v)
 		}
 		q.Del("max_ttl")
 	}
@@ -204,12 +223,14 @@ func GuardQuery(q url.Values) (maxTTL time.Duration, off bool, err error) {
 		case "on":
 		case "off":
 			off = true
+		case "durable":
+			durable = true
 		default:
-			return 0, false, fmt.Errorf("restart_guard %q: want on or off", v)
+			return 0, false, false, fmt.Errorf("restart_guard %q: want on, off or durable", v)
 		}
 		q.Del("restart_guard")
 	}
-	return maxTTL, off, nil
+	return maxTTL, off, durable, nil
 }
 
 // noInfo begins the error of a script whose restart guard may not read

@@ -41,23 +41,25 @@ func TestSlots(t *testing.T) {
 
 func TestGuardQuery(t *testing.T) {
 	for _, tt := range []struct {
-		query  string
-		maxTTL time.Duration
-		off    bool
-		bad    bool
+		query   string
+		maxTTL  time.Duration
+		off     bool
+		durable bool
+		bad     bool
 	}{
-		{"", 0, false, false},
-		{"max_ttl=90s&prefix=p", 90 * time.Second, false, false},
-		{"restart_guard=off", 0, true, false},
-		{"restart_guard=on&max_ttl=2m", 2 * time.Minute, false, false},
-		{"max_ttl=0s", 0, false, true},
-		{"max_ttl=soon", 0, false, true},
-		{"restart_guard=no", 0, false, true},
+		{"", 0, false, false, false},
+		{"max_ttl=90s&prefix=p", 90 * time.Second, false, false, false},
+		{"restart_guard=off", 0, true, false, false},
+		{"restart_guard=on&max_ttl=2m", 2 * time.Minute, false, false, false},
+		{"restart_guard=durable&max_ttl=2m", 2 * time.Minute, false, true, false},
+		{"max_ttl=0s", 0, false, false, true},
+		{"max_ttl=soon", 0, false, false, true},
+		{"restart_guard=no", 0, false, false, true},
 	} {
 		q, _ := url.ParseQuery(tt.query)
-		maxTTL, off, err := GuardQuery(q)
-		if (err != nil) != tt.bad || maxTTL != tt.maxTTL || off != tt.off {
-			t.Errorf("GuardQuery(%q) = %v, %v, %v", tt.query, maxTTL, off, err)
+		maxTTL, off, durable, err := GuardQuery(q)
+		if (err != nil) != tt.bad || maxTTL != tt.maxTTL || off != tt.off || durable != tt.durable {
+			t.Errorf("GuardQuery(%q) = %v, %v, %v, %v", tt.query, maxTTL, off, durable, err)
 		}
 		if err == nil && (q.Has("max_ttl") || q.Has("restart_guard")) {
 			t.Errorf("GuardQuery(%q) left its options in the query: %v", tt.query, q)

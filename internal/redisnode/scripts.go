@@ -121,7 +121,7 @@ var (
 	guardWait = define(spec{
 		name: "guard_wait", body: guardWaitSrc,
 		keys: []binding{{"counter", kFence}, {"marker", kGuard}},
-		args: []string{"maxttl"},
+		args: []string{"guard"},
 	})
 	// declareFresh's marker is the prefix's, or a slot's (see DeclareFresh),
 	// not a lock's: it is run with its key given.

@@ -1,7 +1,8 @@
 -- Shared by the scripts that issue fencing tokens; prepended to them. Such
--- a script takes the argument guard, last: "grain:maxttl", the token grain
--- in µs and the restart guard's maximum lease length in ms (0: no guard),
--- which it hands to issue. One argument, not two: a server refuses a
+-- a script takes the argument guard, last: "grain:maxttl" or
+-- "grain:maxttl:durable", the token grain in µs, the restart guard's
+-- maximum lease length in ms (0: no guard) and whether the servers persist
+-- every write (see issue), which it hands to issue. One argument, not two: a server refuses a
 -- command of more than 10 parts from a client that has not authenticated
 -- with a protocol error, which would hide its NOAUTH.
 --
@@ -81,6 +82,12 @@ local function records(lock, counter, r)
   return v, highest(lease_token(v), rtok, fence), quiet
 end
 
+-- loads_back reports whether the server keeps an append-only file, which
+-- it loads on start in place of any snapshot.
+local function loads_back()
+  return string.find(redis.call('INFO', 'persistence'), 'aof_enabled:1', 1, true) ~= nil
+end
+
 -- issue returns the next fencing token after last (the largest token the
 -- lock's records keep, or nil when they keep none), under the settings
 -- guard ("grain:maxttl", see above), as a number and as decimal text
@@ -111,8 +118,16 @@ end
 -- be alive. Until then, a new key waits. uptime_in_seconds is the
 -- difference of two whole-second clock readings, up to a second more than
 -- the server has run: one second comes off it.
+--
+-- With durable servers (the user's word that every write is on disk before
+-- its reply: appendonly yes, appendfsync always, and no restart from an
+-- older copy), a marker of an earlier life proves that the data was loaded
+-- back, and with it every record of every lease: such a life follows no
+-- loss once the server confirms that it loads its append-only file. A
+-- server without a marker (brand-new, or restarted without its files)
+-- still waits.
 local function issue(counter, marker, us, guard, last, leased)
-  local g, m = string.match(guard, '^(%d+):(%d+)$')
+  local g, m, d = string.match(guard, '^(%d+):(%d+):?(%d*)$')
   local grain, maxttl = tonumber(g), tonumber(m)
   if not last and maxttl > 0 then
     local info = redis.pcall('INFO', 'server')
@@ -121,10 +136,13 @@ local function issue(counter, marker, us, guard, last, leased)
       error({err = NO_INFO .. ' (' .. info.err .. ')'})
     end
     local life = string.match(info, 'run_id:(%w+)')
-    if redis.call('GET', marker) ~= life then
-      local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
-      if up < maxttl then
-        return nil, maxttl - up
+    local seen = redis.call('GET', marker)
+    if seen ~= life then
+      if not (seen and d == '1' and loads_back()) then
+        local up = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) - 1) * 1000
+        if up < maxttl then
+          return nil, maxttl - up
+        end
       end
       redis.call('SET', marker, life)
     end
