@@ -60,7 +60,7 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 			// Give back what was taken. Unlock releases even when ctx
 			// is done, detached from it and bounded by the release
 			// timeout.
-			_ = ml.unlock(ctx)
+			_ = ml.releaseAll(ctx)
 			return nil, err
 		}
 		ml.locks = append(ml.locks, l)
@@ -109,12 +109,14 @@ func (ml *MultiLock) registered() int { return ml.ctxs.len() }
 // Unlock releases every lock, in reverse order, and returns their errors
 // joined (see [Lock.Unlock]); it tries them all even if some fail.
 func (ml *MultiLock) Unlock(ctx context.Context) error {
-	err := ml.unlock(ctx)
+	err := ml.releaseAll(ctx)
 	ml.end(ErrLockReleased)
 	return err
 }
 
-func (ml *MultiLock) unlock(ctx context.Context) error {
+// releaseAll releases every lock, in reverse order, and returns their
+// errors joined.
+func (ml *MultiLock) releaseAll(ctx context.Context) error {
 	var errs []error
 	for _, l := range slices.Backward(ml.locks) {
 		errs = append(errs, l.Unlock(ctx))
