@@ -61,9 +61,7 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 	if !m.c.held.add(l) {
 		return nil
 	}
-	if cl.obs != nil {
-		l.obs = &observed{Observer: cl.obs, id: cl.id}
-	}
+	l.obs = cl.holding()
 	if ambiguous {
 		l.floor = m.opts.ttl
 	}
@@ -72,12 +70,7 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 	if !l.nextRenew.IsZero() && shortGrant(g, l.ttl) {
 		l.nextRenew = start // renew it at once
 	}
-	if l.obs != nil {
-		l.obs.acquired = time.Now()
-		e := l.eventLocked(EventAcquired)
-		e.Wait, e.Attempts, e.ValidFor = l.obs.acquired.Sub(cl.began), cl.attempts, g.ValidFor
-		l.recordLocked(ctx, e)
-	}
+	l.reportLocked(ctx, EventAcquired, func(e *Event) { e.ValidFor = g.ValidFor })
 	l.timer = time.AfterFunc(time.Until(l.nextEventLocked()), l.tick)
 	l.unlockAndReport()
 	if g.Lost != nil {
@@ -208,14 +201,10 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	}
 	switch {
 	case notHeld:
-		l.endLocked(ctx, ErrLockLost, LossRefused)
+		l.endLocked(ctx, ErrLockLost, LossRefused, nil)
 		return ErrLockLost
 	case err != nil:
-		if l.obs != nil {
-			e := l.eventLocked(EventRenewalFailed)
-			e.Latency, e.Err = now.Sub(start), err
-			l.recordLocked(ctx, e)
-		}
+		l.reportLocked(ctx, EventRenewalFailed, func(e *Event) { e.Latency, e.Err = now.Sub(start), err })
 		if !l.nextRenew.IsZero() && !now.Before(l.nextRenew) {
 			// A due renewal failed: try again soon, while the lease lasts.
 			l.nextRenew = now.Add(min(l.interval(l.validFor), max(l.validUntil.Sub(now)/4, time.Millisecond)))
@@ -232,14 +221,10 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	l.ttl = ttl
 	l.confirmedLocked(start, valid)
 	if !now.Before(l.validUntil) { // confirmed too late to be worth anything
-		l.endLocked(ctx, ErrLockExpired, LossExpired)
+		l.endLocked(ctx, ErrLockExpired, LossExpired, nil)
 		return ErrLockExpired
 	}
-	if l.obs != nil {
-		e := l.eventLocked(EventRenewed)
-		e.Latency, e.ValidFor = now.Sub(start), valid
-		l.recordLocked(ctx, e)
-	}
+	l.reportLocked(ctx, EventRenewed, func(e *Event) { e.Latency, e.ValidFor = now.Sub(start), valid })
 	l.timer.Reset(l.nextEventLocked().Sub(now))
 	return nil
 }
@@ -279,7 +264,7 @@ func (l *Lock) endedLocked(now time.Time) error {
 // released.
 func (l *Lock) expireLocked(now time.Time) {
 	if l.err == nil && !l.unlocked && !now.Before(l.validUntil) {
-		l.endLocked(context.Background(), ErrLockExpired, LossExpired)
+		l.endLocked(context.Background(), ErrLockExpired, LossExpired, nil)
 	}
 }
 
@@ -331,10 +316,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		err = fmt.Errorf("distlock: release %q: %w", l.m.key, err)
 	}
 	l.mu.Lock()
-	if l.obs != nil {
-		l.obs.released = err
-	}
-	l.endLocked(ctx, ErrLockReleased, 0)
+	l.endLocked(ctx, ErrLockReleased, 0, err)
 	l.timer.Stop()
 	l.unlockAndReport()
 	return err
@@ -386,17 +368,15 @@ func (l *Lock) UnlockAt(ctx context.Context, t time.Time) error {
 		return ErrLockReleased
 	}
 	l.unlocked = true
-	if l.obs != nil {
-		l.obs.released = nil
-	}
-	l.endLocked(ctx, ErrLockReleased, 0)
+	l.endLocked(ctx, ErrLockReleased, 0, nil)
 	l.timer.Stop()
 	return nil
 }
 
 // endLocked ends the lease with reason, ErrLockReleased or a loss for
-// cause; the first reason wins.
-func (l *Lock) endLocked(ctx context.Context, reason error, cause LossCause) {
+// cause; the first reason wins. released is the error of the release that
+// ended it, for ErrLockReleased.
+func (l *Lock) endLocked(ctx context.Context, reason error, cause LossCause, released error) {
 	if l.err != nil {
 		return
 	}
@@ -404,59 +384,10 @@ func (l *Lock) endLocked(ctx context.Context, reason error, cause LossCause) {
 	l.m.c.held.remove(l)
 	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
 	close(l.done)
-	if l.obs == nil {
-		return
-	}
-	now := time.Now()
-	var e Event
 	if reason == ErrLockReleased {
-		e = l.eventLocked(EventReleased)
-		e.Err = l.obs.released
+		l.reportLocked(ctx, EventReleased, func(e *Event) { e.Err = released })
 	} else {
-		e = l.eventLocked(EventLost)
-		e.Cause, e.Err, e.Late = cause, reason, now.Sub(l.validUntil)
-	}
-	e.Held = now.Sub(l.obs.acquired)
-	l.recordLocked(ctx, e)
-}
-
-// observed is the observation state of a Lock.
-type observed struct {
-	Observer
-	id       uint64    // the Event.ID of the call that took the lock
-	acquired time.Time // when the grant arrived, for Event.Held
-	released error     // what Unlock returns, for EventReleased
-	queue    []pending // events recorded under Lock.mu, reported by unlockAndReport
-	emitting sync.Mutex
-}
-
-// eventLocked returns an event of type t about the holding.
-func (l *Lock) eventLocked(t EventType) Event {
-	e := l.m.event(t, l.obs.id)
-	e.Token, e.ValidUntil = l.token, l.validUntil
-	return e
-}
-
-// recordLocked queues e, for unlockAndReport to report once l.mu is free.
-func (l *Lock) recordLocked(ctx context.Context, e Event) {
-	l.obs.queue = append(l.obs.queue, pending{ctx, e})
-}
-
-// unlockAndReport unlocks l.mu and reports the events recorded under it,
-// in order: taking emitting before letting go of l.mu keeps the order of events
-// recorded by different goroutines, and the observer runs without l.mu.
-func (l *Lock) unlockAndReport() {
-	if l.obs == nil || len(l.obs.queue) == 0 {
-		l.mu.Unlock()
-		return
-	}
-	q := l.obs.queue
-	l.obs.queue = nil
-	l.obs.emitting.Lock()
-	l.mu.Unlock()
-	defer l.obs.emitting.Unlock()
-	for _, p := range q {
-		l.obs.Observe(p.ctx, p.e)
+		l.reportLocked(ctx, EventLost, func(e *Event) { e.Cause, e.Err = cause, reason })
 	}
 }
 
@@ -471,7 +402,7 @@ func (l *Lock) tick() {
 	if l.unlocked && !now.Before(l.validUntil) {
 		// Unlock is still waiting for the release: the lease has run
 		// out meanwhile, and Done says so now, not when the reply comes.
-		l.endLocked(context.Background(), ErrLockExpired, LossExpired)
+		l.endLocked(context.Background(), ErrLockExpired, LossExpired, nil)
 	}
 	if l.endedLocked(now) != nil {
 		l.unlockAndReport()
@@ -508,7 +439,7 @@ func (l *Lock) markLost() {
 	l.lostForSure = true
 	l.expireLocked(time.Now()) // past the deadline, the lease expired first: say so, whatever the timer's delay
 	if !l.unlocked {           // a loss that raced with Unlock must not relabel it
-		l.endLocked(context.Background(), ErrLockLost, LossReported)
+		l.endLocked(context.Background(), ErrLockLost, LossReported, nil)
 	}
 }
 

@@ -75,17 +75,17 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 	cl := m.startCall()
 	start := time.Now()
 	g, err := m.c.backend.Acquire(ctx, req)
-	cl.attempt(ctx, m, start, g, err)
+	cl.attempt(ctx, start, g, err)
 	switch {
 	case refused(err):
-		return nil, cl.failed(ctx, m, m.refusal(err))
+		return nil, cl.failed(ctx, m.refusal(err))
 	case err != nil:
 		m.abandon(ctx, req.Lease, true)
-		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
 	case g.Guarded:
-		return nil, cl.failed(ctx, m, guardError(m.key, g))
+		return nil, cl.failed(ctx, guardError(m.key, g))
 	case !g.Acquired:
-		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
+		return nil, cl.failed(ctx, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
 	}
 	return m.newLock(ctx, req.Lease, start, g, false, &cl)
 }
@@ -120,7 +120,7 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 	if inLine(req) {
 		l, err := m.c.lines.enter(ctx, m.key)
 		if err != nil {
-			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, err))
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, err))
 		}
 		defer m.c.lines.leave(m.key, l)
 	}
@@ -130,13 +130,13 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 	for {
 		start := time.Now()
 		g, err := m.c.backend.Acquire(ctx, req)
-		cl.attempt(ctx, m, start, g, err)
+		cl.attempt(ctx, start, g, err)
 		switch {
 		case refused(err):
 			if req.Queue > 0 || w.ambiguous {
 				m.abandon(ctx, req.Lease, w.ambiguous) // as when giving up below
 			}
-			return nil, cl.failed(ctx, m, m.refusal(err))
+			return nil, cl.failed(ctx, m.refusal(err))
 		case err == nil && g.Acquired:
 			if m.opts.autoRefresh || !shortGrant(g, req.TTL) {
 				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
@@ -146,7 +146,7 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 			// lease is still the caller's.
 			again := time.Now()
 			g2, err2 := m.c.backend.Acquire(ctx, req)
-			cl.attempt(ctx, m, again, g2, err2)
+			cl.attempt(ctx, again, g2, err2)
 			switch {
 			case err2 != nil:
 				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
@@ -173,62 +173,13 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 			m.abandon(ctx, req.Lease, w.ambiguous)
 		}
 		if w.lastErr != nil {
-			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
 		}
 		if g.Guarded {
-			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
 		}
-		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
+		return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
 	}
-}
-
-// call is the observed state of one Lock or TryLock call; its zero value,
-// without an observer, records nothing.
-type call struct {
-	obs      Observer
-	id       uint64
-	began    time.Time
-	attempts int
-}
-
-// startCall begins observing a call of m.
-func (m *Mutex) startCall() call {
-	if m.obs == nil {
-		return call{}
-	}
-	return call{obs: m.obs, id: callIDs.Add(1), began: time.Now()}
-}
-
-// attempt reports an attempt that started at start and returned g and err.
-func (cl *call) attempt(ctx context.Context, m *Mutex, start time.Time, g driver.Grant, err error) {
-	if cl.obs == nil {
-		return
-	}
-	cl.attempts++
-	now := time.Now()
-	e := m.event(EventAttempt, cl.id)
-	e.Attempts, e.Latency, e.Wait = cl.attempts, now.Sub(start), now.Sub(cl.began)
-	switch {
-	case err != nil:
-		e.Outcome, e.Err = AttemptError, err
-	case g.Acquired:
-		e.Outcome = Granted
-	case g.Guarded:
-		e.Outcome = Guarded
-	default:
-		e.Outcome = HeldByOther
-	}
-	cl.obs.Observe(ctx, e)
-}
-
-// failed reports that the call returns err without the lock, and returns err.
-func (cl *call) failed(ctx context.Context, m *Mutex, err error) error {
-	if cl.obs != nil {
-		e := m.event(EventFailed, cl.id)
-		e.Attempts, e.Wait, e.Err = cl.attempts, time.Since(cl.began), err
-		cl.obs.Observe(ctx, e)
-	}
-	return err
 }
 
 // wait is the state of one waiting Lock between its attempts.
@@ -505,21 +456,21 @@ func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g 
 		// A grant that is already worthless is a backend bug or a clock
 		// problem; holding it would break mutual exclusion.
 		m.abandon(context.Background(), l, false)
-		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor))
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor))
 	}
 	if took := time.Since(start); took >= g.ValidFor {
 		// The lease's validity ran out before its reply arrived: the
 		// lock may be someone else's by now. The TTL is too short for
 		// the round trips the backend needs.
 		m.abandon(context.Background(), l, false)
-		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
 			m.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
 	}
 	if lk := startLock(ctx, m, l, start, g, ambiguous, cl); lk != nil {
 		return lk, nil
 	}
 	m.abandon(context.Background(), l, false)
-	return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ErrClientClosed))
+	return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ErrClientClosed))
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails
