@@ -17,7 +17,7 @@ import (
 // confirmed renewal. At that moment [Lock.Done] closes and [Lock.Err] says
 // why. Work done under the lock should stop then: use [Lock.Context].
 type Lock struct {
-	m     *Mutex
+	d     *desc
 	lease driver.Lease
 	token uint64
 
@@ -50,20 +50,20 @@ type Lock struct {
 // deadline. ambiguous reports that an attempt before the grant had an
 // unknown outcome. It returns nil if the client was closed: the caller
 // gives the grant back.
-func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) *Lock {
+func startLock(ctx context.Context, d *desc, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) *Lock {
 	l := &Lock{
-		m:     m,
+		d:     d,
 		lease: lease,
 		token: g.Token,
-		ttl:   m.opts.ttl,
+		ttl:   d.opts.ttl,
 		done:  make(chan struct{}),
 	}
-	if !m.c.held.add(l) {
+	if !d.c.held.add(l) {
 		return nil
 	}
 	l.obs = cl.holding()
 	if ambiguous {
-		l.floor = m.opts.ttl
+		l.floor = d.opts.ttl
 	}
 	l.mu.Lock()
 	l.confirmedLocked(start, g.ValidFor)
@@ -86,7 +86,7 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 }
 
 // Key returns the name of the lock.
-func (l *Lock) Key() string { return l.m.key }
+func (l *Lock) Key() string { return l.d.key }
 
 // Token returns the fencing token of this holding. It is strictly greater
 // than the token of every earlier holding of the same key, so a resource
@@ -153,7 +153,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	for { // claim the one renewal slot
 		if err := ctx.Err(); err != nil { // not sent: its outcome is known
-			return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
+			return fmt.Errorf("distlock: refresh %q: %w", l.d.key, err)
 		}
 		l.mu.Lock()
 		if err := l.endedLocked(time.Now()); err != nil {
@@ -183,7 +183,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // claimed the renewal slot (l.renewal); renew frees it.
 func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	valid, err := l.m.c.backend.Refresh(ctx, l.lease, ttl)
+	valid, err := l.d.c.backend.Refresh(ctx, l.lease, ttl)
 
 	l.mu.Lock()
 	defer l.unlockAndReport()
@@ -211,9 +211,9 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 		}
 		l.timer.Reset(l.nextEventLocked().Sub(now))
 		if longTTLRefused(err, ttl) {
-			return fmt.Errorf("%w: refresh %q with TTL %v: %w; %s", ErrInvalidTTL, l.m.key, ttl, err, longTTLAdvice)
+			return fmt.Errorf("%w: refresh %q with TTL %v: %w; %s", ErrInvalidTTL, l.d.key, ttl, err, longTTLAdvice)
 		}
-		return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
+		return fmt.Errorf("distlock: refresh %q: %w", l.d.key, err)
 	}
 	if l.floor > 0 && l.floor < ttl {
 		valid -= ttl - l.floor // see floor; drift only grows with the TTL
@@ -242,7 +242,7 @@ func shortGrant(g driver.Grant, ttl time.Duration) bool {
 func (l *Lock) confirmedLocked(start time.Time, valid time.Duration) {
 	l.validFor = valid
 	l.validUntil = start.Add(valid)
-	if l.m.opts.autoRefresh && !l.lapsing {
+	if l.d.opts.autoRefresh && !l.lapsing {
 		l.nextRenew = start.Add(l.interval(valid))
 	}
 }
@@ -305,7 +305,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 	var err error
 	if !lost { // an expired lease may still be ours on the server: clean up
-		err = l.m.release(ctx, l.lease)
+		err = l.d.release(ctx, l.lease)
 	}
 	switch {
 	case prior != nil:
@@ -313,7 +313,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case isNotHeld(err):
 		err = ErrLockLost
 	case err != nil:
-		err = fmt.Errorf("distlock: release %q: %w", l.m.key, err)
+		err = fmt.Errorf("distlock: release %q: %w", l.d.key, err)
 	}
 	l.mu.Lock()
 	l.endLocked(ctx, ErrLockReleased, 0, err)
@@ -357,7 +357,7 @@ func (l *Lock) UnlockAt(ctx context.Context, t time.Time) error {
 	defer l.unlockAndReport()
 	l.lapsing = false
 	if err != nil {
-		if l.err == nil && !l.unlocked && l.m.opts.autoRefresh {
+		if l.err == nil && !l.unlocked && l.d.opts.autoRefresh {
 			now := time.Now()
 			l.nextRenew = now // renew soon: the watchdog was held off
 			l.timer.Reset(l.nextEventLocked().Sub(now))
@@ -381,7 +381,7 @@ func (l *Lock) endLocked(ctx context.Context, reason error, cause LossCause, rel
 		return
 	}
 	l.err = reason
-	l.m.c.held.remove(l)
+	l.d.c.held.remove(l)
 	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
 	close(l.done)
 	if reason == ErrLockReleased {
@@ -447,8 +447,8 @@ func (l *Lock) markLost() {
 // configured interval, but never more than a third of valid, so that two
 // more attempts fit before the deadline.
 func (l *Lock) interval(valid time.Duration) time.Duration {
-	if d := l.m.opts.refreshInterval; d > 0 && d < valid/3 {
-		return d
+	if iv := l.d.opts.refreshInterval; iv > 0 && iv < valid/3 {
+		return iv
 	}
 	return valid / 3
 }

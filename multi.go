@@ -47,10 +47,10 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 		return nil, fmt.Errorf("%w: nil mutex", ErrInvalidArgument)
 	}
 	order := slices.Clone(ms)
-	slices.SortFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.key, b.key) })
+	slices.SortFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.d.key, b.d.key) })
 	for i := 1; i < len(order); i++ { // sorted: equal keys are neighbours
-		if order[i].key == order[i-1].key {
-			return nil, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, order[i].key)
+		if order[i].d.key == order[i-1].d.key {
+			return nil, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, order[i].d.key)
 		}
 	}
 	ml := &MultiLock{locks: make([]*Lock, 0, len(order))}

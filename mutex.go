@@ -17,22 +17,22 @@ import (
 // getting its own handle. Invalid keys and options are reported by Lock and
 // TryLock.
 func (c *Client) Mutex(key string, opts ...Option) *Mutex {
-	return c.lock(key, driver.Exclusive, opts)
+	return &Mutex{d: c.describeLock(key, driver.Exclusive, opts)}
 }
 
-// lock returns the description of a lock of kind on key.
-func (c *Client) lock(key string, kind driver.Kind, opts []Option) *Mutex {
-	m := &Mutex{c: c, key: key, kind: kind}
+// describeLock returns the description of a lock of kind on key.
+func (c *Client) describeLock(key string, kind driver.Kind, opts []Option) desc {
+	d := desc{c: c, key: key, kind: kind}
 	if c != nil {
-		m.opts = c.opts
+		d.opts = c.opts
 	} else {
-		m.opts = defaultOptions() // Lock reports the missing backend
+		d.opts = defaultOptions() // Lock reports the missing backend
 	}
 	for _, opt := range opts {
-		opt(&m.opts)
+		opt(&d.opts)
 	}
-	m.obs = m.opts.observer()
-	return m
+	d.obs = d.opts.observer()
+	return d
 }
 
 // Mutex is a distributed mutual-exclusion lock on one key.
@@ -46,7 +46,12 @@ func (c *Client) lock(key string, kind driver.Kind, opts []Option) *Mutex {
 //
 // A Mutex is re-entrant for an owner identity given with [WithOwner] or
 // carried by the context ([ContextWithOwner]); see [OwnerID].
-type Mutex struct {
+type Mutex struct{ d desc }
+
+// desc describes a lock: a Mutex, a side of an RWMutex, a Semaphore or an
+// Election's mutex. Every kind is taken and held by the same code; what
+// tells them apart is here.
+type desc struct {
 	c     *Client
 	key   string
 	opts  options
@@ -59,65 +64,94 @@ type Mutex struct {
 	single bool
 }
 
+// description returns m's description, or nil for a nil m: the request
+// check reports it.
+func (m *Mutex) description() *desc {
+	if m == nil {
+		return nil
+	}
+	return &m.d
+}
+
 // Key returns the lock's name.
-func (m *Mutex) Key() string { return m.key }
+func (m *Mutex) Key() string { return m.d.key }
 
 // TryLock makes one attempt to take the lock. It returns [ErrNotObtained]
 // at once if the lock is held elsewhere. If the backend's reply is lost
 // (an error), TryLock releases whatever the attempt may have taken before
 // it returns the error, so a failed TryLock never leaves a lock behind
 // except for a backend that is unreachable, where the lease expires on its own.
-func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
-	req, err := m.request(ctx)
+func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) { return m.description().tryLock(ctx) }
+
+// Lock takes the lock, waiting as long as it takes, until ctx is done. It
+// never gives up on its own: bound the wait with a ctx deadline. When ctx
+// ends first, the error wraps both [ErrNotObtained] and ctx.Err(), and the
+// last backend error if there was one.
+//
+// Backends that can notify a release wake the waiter within about one round
+// trip; others are polled with jittered backoff (see [WithBackoff]), never
+// sleeping past the holder's remaining lease. Goroutines of one Client that
+// wait for the same plain mutex (not fair, not re-entrant) take turns: one
+// at a time asks the backend, the others wait in line in the Client, and
+// they get the lock in the order they called Lock. A process is then one
+// waiter on the backend however many of its goroutines wait, so a release
+// wakes one of them rather than all. Backend errors are retried
+// with the same owner token, so an attempt whose reply was lost but which
+// was applied is recognised as success.
+func (m *Mutex) Lock(ctx context.Context) (*Lock, error) { return m.description().lock(ctx) }
+
+// tryLock is [Mutex.TryLock] for a lock of any kind.
+func (d *desc) tryLock(ctx context.Context) (*Lock, error) {
+	req, err := d.request(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cl := m.startCall()
+	cl := d.startCall()
 	start := time.Now()
-	g, err := m.c.backend.Acquire(ctx, req)
+	g, err := d.c.backend.Acquire(ctx, req)
 	cl.attempt(ctx, start, g, err)
 	switch {
 	case refused(err):
-		return nil, cl.failed(ctx, m.refusal(err))
+		return nil, cl.failed(ctx, d.refusal(err))
 	case err != nil:
-		m.abandon(ctx, req.Lease, true)
-		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
+		d.abandon(ctx, req.Lease, true)
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: %w", d.key, err))
 	case g.Guarded:
-		return nil, cl.failed(ctx, guardError(m.key, g))
+		return nil, cl.failed(ctx, guardError(d.key, g))
 	case !g.Acquired:
-		return nil, cl.failed(ctx, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
+		return nil, cl.failed(ctx, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, d.key))
 	}
-	return m.newLock(ctx, req.Lease, start, g, false, &cl)
+	return d.newLock(ctx, req.Lease, start, g, false, &cl)
 }
 
 // request checks the call and returns its acquisition request, with a
 // fresh owner token.
-func (m *Mutex) request(ctx context.Context) (driver.Request, error) {
+func (d *desc) request(ctx context.Context) (driver.Request, error) {
 	if ctx == nil {
 		return driver.Request{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if m == nil {
+	if d == nil {
 		return driver.Request{}, fmt.Errorf("%w: nil Mutex", ErrInvalidArgument)
 	}
-	if err := m.c.usable(); err != nil {
+	if err := d.c.usable(); err != nil {
 		return driver.Request{}, err
 	}
-	caps := m.c.caps
+	caps := d.c.caps
 	switch {
-	case m.opts.fair && (!caps.Fair || m.kind != driver.Exclusive):
-		return driver.Request{}, m.unsupported("fair")
-	case m.kind == driver.Permit && !caps.Semaphore,
-		(m.kind == driver.Write || m.kind == driver.Read) && !caps.ReadWrite:
-		return driver.Request{}, m.unsupported("")
+	case d.opts.fair && (!caps.Fair || d.kind != driver.Exclusive):
+		return driver.Request{}, d.unsupported("fair")
+	case d.kind == driver.Permit && !caps.Semaphore,
+		(d.kind == driver.Write || d.kind == driver.Read) && !caps.ReadWrite:
+		return driver.Request{}, d.unsupported("")
 	}
-	if err := m.opts.validate(m.key); err != nil {
+	if err := d.opts.validate(d.key); err != nil {
 		return driver.Request{}, err
 	}
-	id := m.opts.owner
-	if m.single && !id.IsZero() {
-		return driver.Request{}, fmt.Errorf("%w: an election %q takes no owner identity: two candidates sharing one would lead at once", ErrInvalidArgument, m.key)
+	id := d.opts.owner
+	if d.single && !id.IsZero() {
+		return driver.Request{}, fmt.Errorf("%w: an election %q takes no owner identity: two candidates sharing one would lead at once", ErrInvalidArgument, d.key)
 	}
-	if id.IsZero() && m.kind == driver.Exclusive && !m.single {
+	if id.IsZero() && d.kind == driver.Exclusive && !d.single {
 		var given bool
 		if id, given = OwnerFromContext(ctx); given && id.IsZero() {
 			return driver.Request{}, fmt.Errorf("%w: the context carries a zero OwnerID", ErrInvalidArgument)
@@ -125,66 +159,66 @@ func (m *Mutex) request(ctx context.Context) (driver.Request, error) {
 	}
 	var reentry string
 	if !id.IsZero() {
-		if m.kind != driver.Exclusive || !caps.Reentrant {
-			return driver.Request{}, m.unsupported("re-entrant")
+		if d.kind != driver.Exclusive || !caps.Reentrant {
+			return driver.Request{}, d.unsupported("re-entrant")
 		}
 		reentry = id.digest()
 	}
 	return driver.Request{
-		Lease:   driver.Lease{Key: m.key, Owner: newOwner(), Kind: m.kind},
-		TTL:     m.opts.ttl,
-		Limit:   m.limit,
-		Meta:    m.opts.meta,
-		Fair:    m.opts.fair,
+		Lease:   driver.Lease{Key: d.key, Owner: newOwner(), Kind: d.kind},
+		TTL:     d.opts.ttl,
+		Limit:   d.limit,
+		Meta:    d.opts.meta,
+		Fair:    d.opts.fair,
 		Reentry: reentry,
 	}, nil
 }
 
 // unsupported is the error for a lock the backend (or the kind) does not
 // offer; adjective qualifies it ("fair", "re-entrant").
-func (m *Mutex) unsupported(adjective string) error {
+func (d *desc) unsupported(adjective string) error {
 	what := "lock"
-	switch m.kind {
+	switch d.kind {
 	case driver.Write, driver.Read:
 		what = "read-write lock"
 	case driver.Permit:
 		what = "semaphore"
 	}
-	if adjective != "" && m.kind != driver.Exclusive {
+	if adjective != "" && d.kind != driver.Exclusive {
 		// Whatever the backend offers, only a mutex can be fair or
 		// re-entrant: say so, not that the backend lacks it.
 		option := map[string]string{"fair": "WithFairness", "re-entrant": "an owner identity (WithOwner)"}[adjective]
-		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, m.key, option, adjective, errors.ErrUnsupported)
+		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, d.key, option, adjective, errors.ErrUnsupported)
 	}
 	if adjective != "" {
 		what = adjective + " " + what
 	}
-	return fmt.Errorf("distlock: %s %q: %w by this backend", what, m.key, errors.ErrUnsupported)
+	return fmt.Errorf("distlock: %s %q: %w by this backend", what, d.key, errors.ErrUnsupported)
 }
 
 // newLock returns the handle of grant g, made by the call cl. ambiguous
 // reports that an earlier attempt of the same owner had an unknown outcome
 // (see Lock.floor).
-func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) (*Lock, error) {
+func (d *desc) newLock(ctx context.Context, l driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) (*Lock, error) {
 	if g.ValidFor <= 0 {
 		// A grant that is already worthless is a backend bug or a clock
 		// problem; holding it would break mutual exclusion.
-		m.abandon(context.Background(), l, false)
-		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor))
+		d.abandon(context.Background(), l, false)
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", d.key, g.ValidFor))
 	}
 	if took := time.Since(start); took >= g.ValidFor {
 		// The lease's validity ran out before its reply arrived: the
 		// lock may be someone else's by now. The TTL is too short for
 		// the round trips the backend needs.
-		m.abandon(context.Background(), l, false)
+		d.abandon(context.Background(), l, false)
 		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
-			m.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
+			d.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
 	}
-	if lk := startLock(ctx, m, l, start, g, ambiguous, cl); lk != nil {
+	if lk := startLock(ctx, d, l, start, g, ambiguous, cl); lk != nil {
 		return lk, nil
 	}
-	m.abandon(context.Background(), l, false)
-	return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ErrClientClosed))
+	d.abandon(context.Background(), l, false)
+	return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, d.key, ErrClientClosed))
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails
@@ -205,17 +239,17 @@ func refused(err error) bool {
 
 // refusal is the error of Lock and TryLock for a request the backend
 // refused.
-func (m *Mutex) refusal(err error) error {
+func (d *desc) refusal(err error) error {
 	if errors.Is(err, driver.ErrInvalidKey) {
-		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, d.key, err)
 	}
 	if errors.Is(err, driver.ErrKindMismatch) { // the error names the key and both kinds
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
-	if longTTLRefused(err, m.opts.ttl) {
-		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, m.key, m.opts.ttl, err, longTTLAdvice)
+	if longTTLRefused(err, d.opts.ttl) {
+		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, d.key, d.opts.ttl, err, longTTLAdvice)
 	}
-	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+	return fmt.Errorf("distlock: acquire %q: %w", d.key, err)
 }
 
 // longTTLRefused reports whether err is a backend's refusal of a TTL

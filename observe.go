@@ -231,9 +231,9 @@ func backendName(b driver.Backend) string {
 	return v.Type().String()
 }
 
-// event returns the event of type t for m, with what every event carries.
-func (m *Mutex) event(t EventType, id uint64) Event {
-	return Event{Type: t, ID: id, Key: m.key, Kind: m.kind, Backend: m.c.name}
+// event returns the event of type t for d, with what every event carries.
+func (d *desc) event(t EventType, id uint64) Event {
+	return Event{Type: t, ID: id, Key: d.key, Kind: d.kind, Backend: d.c.name}
 }
 
 // A Lock or TryLock call and the holding it returns are observed through
@@ -246,18 +246,18 @@ func (m *Mutex) event(t EventType, id uint64) Event {
 // without an observer, records nothing.
 type call struct {
 	obs      Observer
-	m        *Mutex
+	d        *desc
 	id       uint64
 	began    time.Time
 	attempts int
 }
 
-// startCall begins observing a call of m.
-func (m *Mutex) startCall() call {
-	if m.obs == nil {
+// startCall begins observing a call of d.
+func (d *desc) startCall() call {
+	if d.obs == nil {
 		return call{}
 	}
-	return call{obs: m.obs, m: m, id: callIDs.Add(1), began: time.Now()}
+	return call{obs: d.obs, d: d, id: callIDs.Add(1), began: time.Now()}
 }
 
 // attempt reports an attempt that started at start and returned g and err.
@@ -267,7 +267,7 @@ func (cl *call) attempt(ctx context.Context, start time.Time, g driver.Grant, er
 	}
 	cl.attempts++
 	now := time.Now()
-	e := cl.m.event(EventAttempt, cl.id)
+	e := cl.d.event(EventAttempt, cl.id)
 	e.Attempts, e.Latency, e.Wait = cl.attempts, now.Sub(start), now.Sub(cl.began)
 	switch {
 	case err != nil:
@@ -285,7 +285,7 @@ func (cl *call) attempt(ctx context.Context, start time.Time, g driver.Grant, er
 // failed reports that the call returns err without the lock, and returns err.
 func (cl *call) failed(ctx context.Context, err error) error {
 	if cl.obs != nil {
-		e := cl.m.event(EventFailed, cl.id)
+		e := cl.d.event(EventFailed, cl.id)
 		e.Attempts, e.Wait, e.Err = cl.attempts, time.Since(cl.began), err
 		cl.obs.Observe(ctx, e)
 	}
@@ -327,7 +327,7 @@ func (l *Lock) reportLocked(ctx context.Context, t EventType, fill func(e *Event
 		return
 	}
 	now := time.Now()
-	e := l.m.event(t, l.obs.id)
+	e := l.d.event(t, l.obs.id)
 	e.Token, e.ValidUntil = l.token, l.validUntil
 	switch t {
 	case EventAcquired:

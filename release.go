@@ -16,17 +16,17 @@ import (
 // outcome (ambiguous) when ctx has ended, for at most abandonGrace: the
 // caller's deadline has passed, and a backend that failed to answer must
 // not hold the call much beyond it. A release whose outcome is unknown
-// is repeated in the background, as [Mutex.release] does, rather than
+// is repeated in the background, as release does, rather than
 // holding up a call that already failed.
-func (m *Mutex) abandon(ctx context.Context, l driver.Lease, ambiguous bool) {
+func (d *desc) abandon(ctx context.Context, l driver.Lease, ambiguous bool) {
 	first := make(chan error, 1)
 	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
-		err := m.c.backend.Release(rctx, l)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.releaseTimeout)
+		err := d.c.backend.Release(rctx, l)
 		cancel()
 		first <- err
 		if !settled(err) {
-			_ = m.release(ctx, l) // best effort: the lease expires anyway
+			_ = d.release(ctx, l) // best effort: the lease expires anyway
 		}
 	}()
 	if !(ambiguous && ctx.Err() != nil) {
@@ -54,17 +54,17 @@ func settled(err error) bool {
 // whole lease (a scheduler that cancels a job's context at shutdown does
 // just that mid-call), bounded by the release timeout or ctx's deadline,
 // whichever is later. It returns the last attempt's error.
-func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
-	bound := m.opts.releaseTimeout
-	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && time.Until(d) > bound {
-		bound = time.Until(d)
+func (d *desc) release(ctx context.Context, l driver.Lease) error {
+	bound := d.opts.releaseTimeout
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && time.Until(dl) > bound {
+		bound = time.Until(dl)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	var t *time.Timer
 	var answer error // the last error that came from the backend, not the bound
 	for n := 1; ; n++ {
-		err := m.c.backend.Release(rctx, l)
+		err := d.c.backend.Release(rctx, l)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			answer = err
 		}
@@ -75,7 +75,7 @@ func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
 			return releaseFailed(err, answer)
 		}
 		delay := releaseBackoff.Next(n)
-		if d, _ := rctx.Deadline(); time.Until(d) <= delay {
+		if dl, _ := rctx.Deadline(); time.Until(dl) <= delay {
 			return releaseFailed(err, answer) // no time for another attempt
 		}
 		if t == nil {

@@ -9,23 +9,10 @@ import (
 	"github.com/distlock-go/distlock/driver"
 )
 
-// Lock takes the lock, waiting as long as it takes, until ctx is done. It
-// never gives up on its own: bound the wait with a ctx deadline. When ctx
-// ends first, the error wraps both [ErrNotObtained] and ctx.Err(), and the
-// last backend error if there was one.
-//
-// Backends that can notify a release wake the waiter within about one round
-// trip; others are polled with jittered backoff (see [WithBackoff]), never
-// sleeping past the holder's remaining lease. Goroutines of one Client that
-// wait for the same plain mutex (not fair, not re-entrant) take turns: one
-// at a time asks the backend, the others wait in line in the Client, and
-// they get the lock in the order they called Lock. A process is then one
-// waiter on the backend however many of its goroutines wait, so a release
-// wakes one of them rather than all. Backend errors are retried
-// with the same owner token, so an attempt whose reply was lost but which
-// was applied is recognised as success.
-func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
-	req, err := m.request(ctx)
+// lock is [Mutex.Lock] for a lock of any kind: it takes the lock,
+// waiting as long as it takes, until ctx is done.
+func (d *desc) lock(ctx context.Context) (_ *Lock, lockErr error) {
+	req, err := d.request(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -33,44 +20,44 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 		// A waiter in line (a fair one, or a writer holding readers off)
 		// renews its place with every attempt; the place outlives a few
 		// missed attempts, not a vanished waiter for long.
-		req.Queue = 2*m.opts.safetyPoll + time.Second
+		req.Queue = 2*d.opts.safetyPoll + time.Second
 	}
-	cl := m.startCall()
+	cl := d.startCall()
 	if inLine(req) {
-		l, err := m.c.lines.enter(ctx, m.key)
+		l, err := d.c.lines.enter(ctx, d.key)
 		if err != nil {
-			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, err))
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, d.key, err))
 		}
-		defer m.c.lines.leave(m.key, l)
+		defer d.c.lines.leave(d.key, l)
 	}
-	w := wait{m: m, req: req}
+	w := wait{d: d, req: req}
 	defer w.stop()
 	bound := false
 	for {
 		start := time.Now()
-		g, err := m.c.backend.Acquire(ctx, req)
+		g, err := d.c.backend.Acquire(ctx, req)
 		cl.attempt(ctx, start, g, err)
 		switch {
 		case refused(err):
 			if req.Queue > 0 || w.ambiguous {
-				m.abandon(ctx, req.Lease, w.ambiguous) // as when giving up below
+				d.abandon(ctx, req.Lease, w.ambiguous) // as when giving up below
 			}
-			return nil, cl.failed(ctx, m.refusal(err))
+			return nil, cl.failed(ctx, d.refusal(err))
 		case err == nil && g.Acquired:
-			if m.opts.autoRefresh || !shortGrant(g, req.TTL) {
-				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
+			if d.opts.autoRefresh || !shortGrant(g, req.TTL) {
+				return d.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
 			}
 			// Nothing will renew the short lease: ask once more, which
 			// extends the holding to the TTL. If that fails, the short
 			// lease is still the caller's.
 			again := time.Now()
-			g2, err2 := m.c.backend.Acquire(ctx, req)
+			g2, err2 := d.c.backend.Acquire(ctx, req)
 			cl.attempt(ctx, again, g2, err2)
 			switch {
 			case err2 != nil:
-				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
+				return d.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
 			case g2.Acquired:
-				return m.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
+				return d.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
 			}
 			g = g2 // gone meanwhile: wait again
 		}
@@ -78,7 +65,7 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 			// About to wait: Close of the client ends the wait. The
 			// first attempt, most often the only one, costs nothing.
 			var stop func()
-			ctx, stop = m.c.held.bind(ctx)
+			ctx, stop = d.c.held.bind(ctx)
 			defer stop()
 			defer func() { lockErr = closedErr(ctx, lockErr) }()
 			bound = true
@@ -89,21 +76,21 @@ func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
 		if req.Queue > 0 || w.ambiguous {
 			// Leave the line, withdraw a writer's claim, and give back a
 			// grant that a lost reply may have made.
-			m.abandon(ctx, req.Lease, w.ambiguous)
+			d.abandon(ctx, req.Lease, w.ambiguous)
 		}
 		if w.lastErr != nil {
-			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, d.key, ctx.Err(), w.lastErr))
 		}
 		if g.Guarded {
-			return nil, cl.failed(ctx, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %w", guardError(d.key, g), ctx.Err()))
 		}
-		return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
+		return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, d.key, ctx.Err()))
 	}
 }
 
 // wait is the state of one waiting Lock between its attempts.
 type wait struct {
-	m         *Mutex
+	d         *desc
 	req       driver.Request
 	watch     driver.Watch // nil until the first contention, or without Notify
 	lastErr   error
@@ -115,7 +102,7 @@ type wait struct {
 // sleep waits after an attempt that returned g and err, until the next
 // attempt is due or a release is notified. It reports false when ctx ended.
 func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
-	opts := &w.m.opts
+	opts := &w.d.opts
 	var delay time.Duration
 	switch {
 	case err != nil:
@@ -123,7 +110,7 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 		w.noteErr(ctx, err)
 		w.backoffN++
 		delay = opts.backoff.Next(w.backoffN)
-	case w.watch == nil && w.m.c.caps.Notify:
+	case w.watch == nil && w.d.c.caps.Notify:
 		// Subscribe on first contention, then retry at once: a release
 		// between the attempt and the subscription is caught by that
 		// retry, and every later one by the watch.
@@ -131,7 +118,7 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 		if w.req.Fair {
 			turn = w.req.Owner // wake only when it is this waiter's turn
 		}
-		watch, werr := w.m.c.backend.Watch(ctx, w.m.key, turn)
+		watch, werr := w.d.c.backend.Watch(ctx, w.d.key, turn)
 		if werr == nil {
 			w.watch = watch
 			return true
