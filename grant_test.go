@@ -12,28 +12,22 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// slowGrant delivers every grant late, after its validity has run out, as
-// a slow network or a long pause of the process would.
-type slowGrant struct {
-	driver.Backend
-	delay, valid time.Duration
-}
-
-func (s slowGrant) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, err := s.Backend.Acquire(ctx, req)
-	time.Sleep(s.delay)
-	if g.Acquired {
-		g.ValidFor = s.valid
-	}
-	return g, err
-}
-
 // TestGrantArrivingExpired: a grant whose validity ran out while its reply
 // was on its way is no lock at all. TryLock must not hand it out as held,
 // and must give it back.
 func TestGrantArrivingExpired(t *testing.T) {
 	be := memlock.New()
-	c := distlock.New(slowGrant{be, 30 * time.Millisecond, 10 * time.Millisecond}, distlock.WithTTL(time.Minute))
+	// Every grant arrives late, after its validity has run out, as over a
+	// slow network or after a long pause of the process.
+	slow := &fault{Backend: be, acquire: func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		time.Sleep(30 * time.Millisecond)
+		if g.Acquired {
+			g.ValidFor = 10 * time.Millisecond
+		}
+		return g, err
+	}}
+	c := distlock.New(slow, distlock.WithTTL(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := c.Mutex("late").TryLock(ctx)
@@ -49,27 +43,6 @@ func TestGrantArrivingExpired(t *testing.T) {
 	}
 }
 
-// shortFirstGrant grants its first lease for a tenth of the TTL asked for,
-// as a release that hands a lock over to a waiter does, and counts the
-// renewals and the repeated acquisitions that extend it.
-type shortFirstGrant struct {
-	driver.Backend
-	grants, refreshes *atomic.Int32
-}
-
-func (s shortFirstGrant) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, err := s.Backend.Acquire(ctx, req)
-	if g.Acquired && s.grants.Add(1) == 1 {
-		g.ValidFor = req.TTL / 10
-	}
-	return g, err
-}
-
-func (s shortFirstGrant) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	s.refreshes.Add(1)
-	return s.Backend.Refresh(ctx, l, ttl)
-}
-
 // TestShortGrantExtended: a lease granted for much less than the TTL is
 // extended at once, by the watchdog, or, without it, before Lock returns,
 // so the holder has the TTL it asked for.
@@ -83,7 +56,21 @@ func TestShortGrantExtended(t *testing.T) {
 		if !auto {
 			opts = append(opts, distlock.WithoutAutoRefresh())
 		}
-		c := distlock.New(shortFirstGrant{memlock.New(), &grants, &refreshes}, opts...)
+		// The first lease is granted for a tenth of the TTL asked for, as
+		// a release that hands a lock over to a waiter does.
+		short := &fault{Backend: memlock.New(),
+			acquire: func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+				g, err := next(ctx, req)
+				if g.Acquired && grants.Add(1) == 1 {
+					g.ValidFor = req.TTL / 10
+				}
+				return g, err
+			},
+			refresh: func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+				refreshes.Add(1)
+				return next(ctx, l, ttl)
+			}}
+		c := distlock.New(short, opts...)
 		l, err := c.Mutex("short").Lock(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -15,31 +15,25 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// guarded is memlock behind a restart guard that refuses the first
-// attempts, as a Redis server that may have lost data does.
-type guarded struct {
-	*memlock.Backend
-	refusals atomic.Int32 // attempts still to refuse
-}
-
-func (b *guarded) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if b.refusals.Add(-1) >= 0 {
-		return driver.Grant{Guarded: true, RetryAfter: 40 * time.Second}, nil
-	}
-	return b.Backend.Acquire(ctx, req)
-}
-
 // TestRestartGuardIsItsOwnOutcome: a guard's refusal is not reported as
 // a holder: TryLock says what it is and how to end it, Lock waits it out
 // (and says so if ctx ends first), the log says so at Warn.
 func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 	t.Parallel()
-	b := &guarded{Backend: memlock.New()}
+	// A restart guard refuses the next attempts, as a Redis server that
+	// may have lost data does.
+	var refusals atomic.Int32 // attempts still to refuse
+	b := &fault{Backend: memlock.New(), acquire: func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		if refusals.Add(-1) >= 0 {
+			return driver.Grant{Guarded: true, RetryAfter: 40 * time.Second}, nil
+		}
+		return next(ctx, req)
+	}}
 	var logged bytes.Buffer
 	c := distlock.New(b, distlock.WithLogger(slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	ctx := context.Background()
 
-	b.refusals.Store(1)
+	refusals.Store(1)
 	_, err := c.Mutex("fresh").TryLock(ctx)
 	if !errors.Is(err, distlock.ErrRestartGuard) || !errors.Is(err, distlock.ErrNotObtained) {
 		t.Fatalf("TryLock refused by the guard: %v; want ErrRestartGuard wrapping ErrNotObtained", err)
@@ -53,7 +47,7 @@ func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 		t.Errorf("the log at Warn does not show the guard: %q", logged.String())
 	}
 
-	b.refusals.Store(1 << 20)
+	refusals.Store(1 << 20)
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	_, err = c.Mutex("fresh").Lock(short)
@@ -61,7 +55,7 @@ func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 		t.Errorf("Lock whose ctx ended behind the guard: %v; want ErrRestartGuard and the deadline", err)
 	}
 
-	b.refusals.Store(2)
+	refusals.Store(2)
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	l, err := c.Mutex("fresh").Lock(wait)

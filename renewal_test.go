@@ -9,43 +9,31 @@ import (
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
-	"github.com/distlock-go/distlock/memlock"
 )
 
-// intercept wraps memlock and hands every renewal to refresh, which decides
-// when (and whether) send delivers it to the store: a slow connection, a
-// lost reply, a backend with a large drift allowance.
-type intercept struct {
-	*memlock.Backend
-	refresh  func(ctx context.Context, ttl time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error)
-	validFor func(ttl time.Duration) time.Duration // the validity the backend reports, if set
-}
-
-func (b *intercept) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, err := b.Backend.Acquire(ctx, req)
-	if g.Acquired && b.validFor != nil {
-		g.ValidFor = b.validFor(req.TTL)
+// reportValidity makes f report the validity validFor(ttl) for every
+// grant and confirmed renewal, as a backend with a large drift allowance
+// or a slow multi-node round does.
+func reportValidity(f *fault, validFor func(ttl time.Duration) time.Duration) {
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		if g.Acquired {
+			g.ValidFor = validFor(req.TTL)
+		}
+		return g, err
 	}
-	return g, err
-}
-
-func (b *intercept) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	send := func(ctx context.Context) (time.Duration, error) {
-		valid, err := b.Backend.Refresh(ctx, l, ttl)
-		if err == nil && b.validFor != nil {
-			valid = b.validFor(ttl)
+	f.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+		valid, err := next(ctx, l, ttl)
+		if err == nil {
+			valid = validFor(ttl)
 		}
 		return valid, err
 	}
-	if b.refresh == nil {
-		return send(ctx)
-	}
-	return b.refresh(ctx, ttl, send)
 }
 
 // serverDeadline returns a lower bound of when the store lets key's lease
 // run out.
-func serverDeadline(t *testing.T, b *memlock.Backend, key string) time.Time {
+func serverDeadline(t *testing.T, b driver.Backend, key string) time.Time {
 	t.Helper()
 	before := time.Now()
 	info, err := b.Inspect(context.Background(), key)
@@ -81,20 +69,20 @@ func TestRenewalsAppliedInOrder(t *testing.T) {
 			const short, long = 2 * time.Second, 6 * time.Second
 			held, release, applied := make(chan struct{}), make(chan struct{}), make(chan struct{})
 			overtook := make(chan struct{}, 1)
-			b := &intercept{Backend: memlock.New()}
+			b := memFault()
 			var delayed atomic.Bool
-			b.refresh = func(ctx context.Context, ttl time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error) {
+			b.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
 				if ttl != short || !delayed.CompareAndSwap(false, true) { // only the first short one is delayed
 					if ttl == long {
 						overtook <- struct{}{}
 					}
-					return send(ctx)
+					return next(ctx, l, ttl)
 				}
 				close(held)
 				deliver := func() (time.Duration, error) {
 					<-release
 					defer close(applied)
-					return send(context.WithoutCancel(ctx)) // it is on the wire already
+					return next(context.WithoutCancel(ctx), l, ttl) // it is on the wire already
 				}
 				if tc.lost {
 					go func() { _, _ = deliver() }()
@@ -149,9 +137,9 @@ func TestRefreshOnEndedHandle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const ttl = 200 * time.Millisecond
 			held, release := make(chan struct{}), make(chan struct{})
-			b := &intercept{Backend: memlock.New()}
-			b.refresh = func(ctx context.Context, _ time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error) {
-				valid, err := send(ctx) // applied by the store; the reply is slow
+			b := memFault()
+			b.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+				valid, err := next(ctx, l, ttl) // applied by the store; the reply is slow
 				close(held)
 				<-release
 				return valid, err
@@ -214,7 +202,10 @@ func TestRenewalScheduleFollowsValidity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := &intercept{Backend: memlock.New(), validFor: tc.validFor}
+			b := memFault()
+			if tc.validFor != nil {
+				reportValidity(b, tc.validFor)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			l, err := distlock.New(b, append(tc.opts, distlock.WithTTL(tc.ttl))...).Mutex("k").Lock(ctx)

@@ -11,26 +11,20 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// slowRelease wraps memlock with a release that takes until hold is closed,
-// like a release sent to a paused server.
-type slowRelease struct {
-	*memlock.Backend
-	hold chan struct{}
-}
-
-func (b *slowRelease) Release(ctx context.Context, l driver.Lease) error {
-	select {
-	case <-b.hold:
-	case <-ctx.Done():
-	}
-	return b.Backend.Release(ctx, l)
-}
-
 // TestDoneClosesAtDeadlineDuringSlowUnlock: a release that outlasts the
 // lease must not keep Done open past ValidUntil; code working under
 // Lock.Context in another goroutine has to stop at the deadline.
 func TestDoneClosesAtDeadlineDuringSlowUnlock(t *testing.T) {
-	b := &slowRelease{Backend: memlock.New(), hold: make(chan struct{})}
+	// The release takes until hold is closed, like one sent to a paused
+	// server.
+	hold := make(chan struct{})
+	b := &fault{Backend: memlock.New(), release: func(ctx context.Context, l driver.Lease, next releaseFunc) error {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return next(ctx, l)
+	}}
 	l, err := distlock.New(b).Mutex("k", distlock.WithTTL(100*time.Millisecond)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +43,7 @@ func TestDoneClosesAtDeadlineDuringSlowUnlock(t *testing.T) {
 	if !errors.Is(l.Err(), distlock.ErrLockExpired) {
 		t.Errorf("Err %v, want ErrLockExpired", l.Err())
 	}
-	close(b.hold)
+	close(hold)
 	// The store let the key expire meanwhile, so the release finds it gone.
 	if err := <-unlocked; err != nil && !errors.Is(err, distlock.ErrLockLost) {
 		t.Errorf("Unlock: %v, want nil or ErrLockLost", err)
