@@ -69,12 +69,16 @@ func TestCloseReleases(t *testing.T) {
 	c := distlock.New(b, ttl)
 	other := distlock.New(b, ttl)
 
+	// tries takes one lock of each kind from a client.
+	tries := func(c *distlock.Client) map[string]func() (*distlock.Lock, error) {
+		return map[string]func() (*distlock.Lock, error){
+			"mutex":     func() (*distlock.Lock, error) { return c.Mutex("close:m").TryLock(ctx) },
+			"semaphore": func() (*distlock.Lock, error) { return c.Semaphore("close:s", 1).TryAcquire(ctx) },
+			"write":     func() (*distlock.Lock, error) { return c.RWMutex("close:rw").TryLock(ctx) },
+		}
+	}
 	var held []*distlock.Lock
-	for name, take := range map[string]func() (*distlock.Lock, error){
-		"mutex":     func() (*distlock.Lock, error) { return c.Mutex("close:m").TryLock(ctx) },
-		"semaphore": func() (*distlock.Lock, error) { return c.Semaphore("close:s", 1).TryAcquire(ctx) },
-		"write":     func() (*distlock.Lock, error) { return c.RWMutex("close:rw").TryLock(ctx) },
-	} {
+	for name, take := range tries(c) {
 		l, err := take()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -111,11 +115,7 @@ func TestCloseReleases(t *testing.T) {
 			t.Errorf("%q: Err after Close = %v; want ErrLockReleased", l.Key(), l.Err())
 		}
 	}
-	for name, take := range map[string]func() (*distlock.Lock, error){
-		"mutex":     func() (*distlock.Lock, error) { return other.Mutex("close:m").TryLock(ctx) },
-		"semaphore": func() (*distlock.Lock, error) { return other.Semaphore("close:s", 1).TryAcquire(ctx) },
-		"write":     func() (*distlock.Lock, error) { return other.RWMutex("close:rw").TryLock(ctx) },
-	} {
+	for name, take := range tries(other) {
 		l, err := take()
 		if err != nil {
 			t.Errorf("%s still held after Close: %v", name, err)
