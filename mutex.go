@@ -17,12 +17,16 @@ import (
 // getting its own handle. Invalid keys and options are reported by Lock and
 // TryLock.
 func (c *Client) Mutex(key string, opts ...Option) *Mutex {
-	return &Mutex{d: c.describeLock(key, driver.Exclusive, opts)}
+	m := &Mutex{}
+	c.describeLock(&m.d, key, driver.Exclusive, opts)
+	return m
 }
 
-// describeLock returns the description of a lock of kind on key.
-func (c *Client) describeLock(key string, kind driver.Kind, opts []Option) desc {
-	d := desc{c: c, key: key, kind: kind}
+// describeLock sets d to describe a lock of kind on key. It fills d in
+// place, inside the Mutex, RWMutex or Semaphore that holds it: options are
+// handed a pointer into it, which would move a local desc to the heap.
+func (c *Client) describeLock(d *desc, key string, kind driver.Kind, opts []Option) {
+	*d = desc{c: c, key: key, kind: kind}
 	if c != nil {
 		d.opts = c.opts
 	} else {
@@ -32,7 +36,6 @@ func (c *Client) describeLock(key string, kind driver.Kind, opts []Option) desc 
 		opt(&d.opts)
 	}
 	d.obs = d.opts.observer()
-	return d
 }
 
 // Mutex is a distributed mutual-exclusion lock on one key.

@@ -338,8 +338,10 @@ func (l *Lock) reportLocked(ctx context.Context, t EventType, fill func(e *Event
 	case EventReleased:
 		e.Held = now.Sub(l.obs.acquired)
 	}
-	fill(&e)
+	// fill writes into the queue, which is on the heap anyway: a pointer to
+	// a local Event would move each event there.
 	l.obs.queue = append(l.obs.queue, pending{ctx, e})
+	fill(&l.obs.queue[len(l.obs.queue)-1].e)
 }
 
 // unlockAndReport unlocks l.mu and reports the events recorded under it,

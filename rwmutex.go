@@ -19,7 +19,10 @@ type RWMutex struct {
 // (see driver.Capabilities) make its methods fail with an error wrapping
 // errors.ErrUnsupported.
 func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
-	return &RWMutex{w: c.describeLock(key, driver.Write, opts), r: c.describeLock(key, driver.Read, opts)}
+	rw := &RWMutex{}
+	c.describeLock(&rw.w, key, driver.Write, opts)
+	c.describeLock(&rw.r, key, driver.Read, opts)
+	return rw
 }
 
 // Key returns the lock's name.

@@ -19,12 +19,13 @@ type Semaphore struct{ d desc }
 // (see driver.Capabilities) make Acquire fail with an error wrapping
 // errors.ErrUnsupported; n < 1 makes it fail with [ErrInvalidArgument].
 func (c *Client) Semaphore(key string, n int, opts ...Option) *Semaphore {
-	d := c.describeLock(key, driver.Permit, opts)
-	d.limit = n
+	s := &Semaphore{}
+	c.describeLock(&s.d, key, driver.Permit, opts)
+	s.d.limit = n
 	if n < 1 {
-		d.opts.invalid("semaphore %q with %d permits; want at least 1", key, n)
+		s.d.opts.invalid("semaphore %q with %d permits; want at least 1", key, n)
 	}
-	return &Semaphore{d: d}
+	return s
 }
 
 // Key returns the semaphore's name.
