@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,63 +12,6 @@ import (
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/memlock"
 )
-
-var errInjected = errors.New("injected fault")
-
-// faulty wraps memlock to inject the failures a network causes.
-type faulty struct {
-	*memlock.Backend
-	mu sync.Mutex
-	// acquireFaults > 0: the next attempts fail; applied: they reach the
-	// store first (the reply is lost), otherwise they never arrive.
-	acquireFaults int
-	applied       bool
-	refreshFaults int
-	refreshHang   bool // Refresh never answers, ignoring ctx
-	validFor      time.Duration
-	lost          chan struct{}
-}
-
-func newFaulty() *faulty { return &faulty{Backend: memlock.New()} }
-
-func (f *faulty) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	f.mu.Lock()
-	fault, applied := f.acquireFaults > 0, f.applied
-	if fault {
-		f.acquireFaults--
-	}
-	f.mu.Unlock()
-	if fault {
-		if applied {
-			_, _ = f.Backend.Acquire(ctx, req)
-		}
-		return driver.Grant{}, errInjected
-	}
-	g, err := f.Backend.Acquire(ctx, req)
-	if g.Acquired && f.validFor != 0 {
-		g.ValidFor = f.validFor
-	}
-	if g.Acquired && f.lost != nil {
-		g.Lost = f.lost
-	}
-	return g, err
-}
-
-func (f *faulty) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	f.mu.Lock()
-	fault, hang := f.refreshFaults > 0, f.refreshHang
-	if fault {
-		f.refreshFaults--
-	}
-	f.mu.Unlock()
-	if hang {
-		select {} // a server that never answers and a client that ignores ctx
-	}
-	if fault {
-		return 0, errInjected
-	}
-	return f.Backend.Refresh(ctx, l, ttl)
-}
 
 func held(t *testing.T, b driver.Backend, key string) bool {
 	t.Helper()
@@ -81,8 +23,8 @@ func held(t *testing.T, b driver.Backend, key string) bool {
 }
 
 func TestTryLockLeavesNothingAfterLostReply(t *testing.T) {
-	f := newFaulty()
-	f.acquireFaults, f.applied = 1, true
+	f := memFault()
+	f.acquire = failAcquires(1, true, errInjected)
 	_, err := distlock.New(f).Mutex("k").TryLock(context.Background())
 	if !errors.Is(err, errInjected) {
 		t.Fatalf("TryLock: %v; want the backend's error", err)
@@ -93,8 +35,8 @@ func TestTryLockLeavesNothingAfterLostReply(t *testing.T) {
 }
 
 func TestLockRetriesTransientErrors(t *testing.T) {
-	f := newFaulty()
-	f.acquireFaults = 3
+	f := memFault()
+	f.acquire = failAcquires(3, false, errInjected)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l, err := distlock.New(f).Mutex("k").Lock(ctx)
@@ -105,8 +47,8 @@ func TestLockRetriesTransientErrors(t *testing.T) {
 }
 
 func TestLockResolvesLostReplyByRetry(t *testing.T) {
-	f := newFaulty()
-	f.acquireFaults, f.applied = 1, true
+	f := memFault()
+	f.acquire = failAcquires(1, true, errInjected)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	l, err := distlock.New(f, distlock.WithTTL(time.Minute)).Mutex("k").Lock(ctx)
@@ -120,8 +62,8 @@ func TestLockResolvesLostReplyByRetry(t *testing.T) {
 }
 
 func TestLockGivingUpAfterErrorsLeavesNothing(t *testing.T) {
-	f := newFaulty()
-	f.acquireFaults, f.applied = 1<<30, true
+	f := memFault()
+	f.acquire = failAcquires(1<<30, true, errInjected)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := distlock.New(f).Mutex("k").Lock(ctx)
@@ -136,8 +78,8 @@ func TestLockGivingUpAfterErrorsLeavesNothing(t *testing.T) {
 }
 
 func TestWatchdogRidesOutTransientRefreshErrors(t *testing.T) {
-	f := newFaulty()
-	f.refreshFaults = 2
+	f := memFault()
+	f.refresh = failRefreshes(2, errInjected)
 	l, err := distlock.New(f, distlock.WithTTL(300*time.Millisecond)).Mutex("k").Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +94,10 @@ func TestWatchdogRidesOutTransientRefreshErrors(t *testing.T) {
 }
 
 func TestHangingRefreshExpiresByDeadline(t *testing.T) {
-	f := newFaulty()
-	f.refreshHang = true
+	f := memFault()
+	f.refresh = func(context.Context, driver.Lease, time.Duration, refreshFunc) (time.Duration, error) {
+		select {} // a server that never answers and a client that ignores ctx
+	}
 	l, err := distlock.New(f, distlock.WithTTL(200*time.Millisecond)).Mutex("k").Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -173,14 +117,19 @@ func TestHangingRefreshExpiresByDeadline(t *testing.T) {
 }
 
 func TestBackendLostSignalEndsLease(t *testing.T) {
-	f := newFaulty()
-	f.lost = make(chan struct{})
+	f := memFault()
+	lost := make(chan struct{})
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		g.Lost = lost
+		return g, err
+	}
 	l, err := distlock.New(f).Mutex("k").Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := l.Context(context.Background())
-	close(f.lost)
+	close(lost)
 	select {
 	case <-ctx.Done():
 	case <-time.After(2 * time.Second):
@@ -192,8 +141,14 @@ func TestBackendLostSignalEndsLease(t *testing.T) {
 }
 
 func TestWorthlessGrantRefused(t *testing.T) {
-	f := newFaulty()
-	f.validFor = -time.Millisecond
+	f := memFault()
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		if g.Acquired {
+			g.ValidFor = -time.Millisecond
+		}
+		return g, err
+	}
 	_, err := distlock.New(f).Mutex("k").TryLock(context.Background())
 	if err == nil {
 		t.Fatal("TryLock accepted a grant with no validity")
@@ -333,13 +288,7 @@ func TestTypedNilBackend(t *testing.T) {
 	}
 }
 
-// silentWatcher notifies no one: a waiter relies on RetryAfter alone.
-type silentWatcher struct{ *memlock.Backend }
-
-func (silentWatcher) Watch(context.Context, string, string) (driver.Watch, error) {
-	return silentWatch{}, nil
-}
-
+// silentWatch notifies no one: a waiter relies on RetryAfter alone.
 type silentWatch struct{}
 
 func (silentWatch) C() <-chan struct{} { return nil }
@@ -348,7 +297,8 @@ func (silentWatch) Close() error       { return nil }
 // TestWaiterHonoursRetryAfterWithWatch: a watch's sleep is the safety poll;
 // the holder's remaining lease, when shorter, must win.
 func TestWaiterHonoursRetryAfterWithWatch(t *testing.T) {
-	b := silentWatcher{memlock.New()}
+	b := memFault()
+	b.watch = func(context.Context, string, string, watchFunc) (driver.Watch, error) { return silentWatch{}, nil }
 	c := distlock.New(b, distlock.WithSafetyPoll(time.Minute), distlock.WithTTL(50*time.Millisecond), distlock.WithoutAutoRefresh())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -51,12 +51,12 @@ var defaultElectionBackoff = ExponentialBackoff(100*time.Millisecond, 5*time.Sec
 // holds nothing by itself.
 func (c *Client) Election(key string, opts ...Option) *Election {
 	m := c.Mutex(key, opts...)
-	m.single = true
+	m.d.single = true
 	return &Election{m: m, campaigned: make(chan struct{})}
 }
 
 // Key returns the election's name.
-func (e *Election) Key() string { return e.m.key }
+func (e *Election) Key() string { return e.m.d.key }
 
 // Run campaigns until ctx is done. Each time this process wins, Run calls
 // fn with the term's [Lock] and a context that is cancelled when the lease
@@ -107,7 +107,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term *L
 		case !lost:
 			return err
 		}
-		if time.Since(start) >= e.m.opts.ttl {
+		if time.Since(start) >= e.m.d.opts.ttl {
 			losses = 0
 		}
 		losses++
@@ -172,7 +172,7 @@ func (e *Election) lead(ctx context.Context, l *Lock, fn func(context.Context, *
 	// Resign even if fn panics. A lease lost to an unreachable backend
 	// must not hold up the next campaign: the release is bounded.
 	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.m.opts.releaseTimeout)
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.m.d.opts.releaseTimeout)
 		defer cancel()
 		_ = l.Unlock(uctx) // a lost lease reports ErrLockLost: nothing to do
 	}()
@@ -186,5 +186,5 @@ func (e *Election) lead(ctx context.Context, l *Lock, fn func(context.Context, *
 // key, so the backend must keep metadata for Meta to be filled, and the
 // answer may have changed by the time it returns.
 func (e *Election) Leader(ctx context.Context) (Info, error) {
-	return e.m.c.Inspect(ctx, e.m.key)
+	return e.m.d.c.Inspect(ctx, e.m.d.key)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,36 +272,24 @@ func TestElectionLeadingAndCampaigned(t *testing.T) {
 	}
 }
 
-// revoking is a memlock whose key is taken away on the next renewal, as
-// when a lease expired on the server: the renewal is refused.
-type revoking struct {
-	*memlock.Backend
-	mu     sync.Mutex
-	revoke bool
-}
-
-func (r *revoking) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	r.mu.Lock()
-	revoke := r.revoke
-	r.revoke = false
-	r.mu.Unlock()
-	if revoke {
-		_ = r.Backend.Release(ctx, l)
-		return 0, driver.ErrNotHeld
-	}
-	return r.Backend.Refresh(ctx, l, ttl)
-}
-
 // A leader that loses its lease has its function's ctx cancelled with the
 // loss as cause, and campaigns again.
 func TestElectionCampaignsAgainAfterLoss(t *testing.T) {
 	t.Parallel()
-	store := &revoking{Backend: memlock.New()}
+	// The key is taken away on the next renewal after revoke is set, as
+	// when a lease expired on the server: the renewal is refused.
+	var revoke atomic.Bool
+	mem := memlock.New()
+	store := &fault{Backend: mem, refresh: func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+		if revoke.Swap(false) {
+			_ = mem.Release(ctx, l)
+			return 0, driver.ErrNotHeld
+		}
+		return next(ctx, l, ttl)
+	}}
 	a := campaign(t, distlock.New(store), "scheduler", "a", distlock.WithTTL(300*time.Millisecond))
 	first := recv(t, a.leading, 10*time.Second, "a to lead")
-	store.mu.Lock()
-	store.revoke = true
-	store.mu.Unlock()
+	revoke.Store(true)
 	ended := recv(t, a.ended, 10*time.Second, "a's term to end on the refused renewal")
 	if !errors.Is(ended.cause, distlock.ErrLockLost) {
 		t.Fatalf("term ended with cause %v, want ErrLockLost", ended.cause)
@@ -316,15 +305,14 @@ func TestElectionCampaignsAgainAfterLoss(t *testing.T) {
 	}
 }
 
-// pausable is a memlock that stops answering one client while paused, as a
-// leader's process or network would: calls hang until their ctx ends.
-type pausable struct {
-	*memlock.Backend
+// pausing stops the calls that pass it while paused, as a paused process
+// or a cut network would: they hang until their ctx ends.
+type pausing struct {
 	mu     sync.Mutex
 	paused chan struct{} // closed on resume; nil when not paused
 }
 
-func (p *pausable) gate(ctx context.Context) error {
+func (p *pausing) wait(ctx context.Context) error {
 	p.mu.Lock()
 	ch := p.paused
 	p.mu.Unlock()
@@ -339,7 +327,7 @@ func (p *pausable) gate(ctx context.Context) error {
 	}
 }
 
-func (p *pausable) pause() {
+func (p *pausing) pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused == nil {
@@ -347,7 +335,7 @@ func (p *pausable) pause() {
 	}
 }
 
-func (p *pausable) resume() {
+func (p *pausing) resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused != nil {
@@ -356,33 +344,37 @@ func (p *pausable) resume() {
 	}
 }
 
-func (p *pausable) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if err := p.gate(ctx); err != nil {
-		return driver.Grant{}, err
+// fault returns b behind p: its acquisitions, renewals and releases wait
+// while p is paused.
+func (p *pausing) fault(b driver.Backend) *fault {
+	return &fault{Backend: b,
+		acquire: func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+			if err := p.wait(ctx); err != nil {
+				return driver.Grant{}, err
+			}
+			return next(ctx, req)
+		},
+		refresh: func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+			if err := p.wait(ctx); err != nil {
+				return 0, err
+			}
+			return next(ctx, l, ttl)
+		},
+		release: func(ctx context.Context, l driver.Lease, next releaseFunc) error {
+			if err := p.wait(ctx); err != nil {
+				return err
+			}
+			return next(ctx, l)
+		},
 	}
-	return p.Backend.Acquire(ctx, req)
-}
-
-func (p *pausable) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	if err := p.gate(ctx); err != nil {
-		return 0, err
-	}
-	return p.Backend.Refresh(ctx, l, ttl)
-}
-
-func (p *pausable) Release(ctx context.Context, l driver.Lease) error {
-	if err := p.gate(ctx); err != nil {
-		return err
-	}
-	return p.Backend.Release(ctx, l)
 }
 
 func TestElectionPausedLeaderMemlock(t *testing.T) {
 	t.Parallel()
 	store := memlock.New()
-	a := &pausable{Backend: store}
-	t.Cleanup(a.resume)
-	testPausedLeader(t, distlock.New(a), distlock.New(store), a.pause)
+	var p pausing
+	t.Cleanup(p.resume)
+	testPausedLeader(t, distlock.New(p.fault(store)), distlock.New(store), p.pause)
 }
 
 func TestElectionPausedLeaderRedis(t *testing.T) {
@@ -434,32 +426,13 @@ func testPausedLeader(t *testing.T, a, b *distlock.Client, pause func()) {
 	wantLeader(t, cb.e, "b")
 }
 
-// failingFirst fails its first acquisition attempts, as a backend that is
-// briefly unreachable does.
-type failingFirst struct {
-	*memlock.Backend
-	mu       sync.Mutex
-	failures int
-}
-
-func (b *failingFirst) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	b.mu.Lock()
-	fail := b.failures > 0
-	b.failures--
-	b.mu.Unlock()
-	if fail {
-		return driver.Grant{}, errors.New("connection refused")
-	}
-	return b.Backend.Acquire(ctx, req)
-}
-
 // TestElectionRetriesBackendErrors: a campaign whose first attempts meet
 // backend errors keeps campaigning, as Lock does, instead of returning.
 func TestElectionRetriesBackendErrors(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e := distlock.New(&failingFirst{Backend: memlock.New(), failures: 3}).Election("flaky")
+	e := distlock.New(&fault{Backend: memlock.New(), acquire: failAcquires(3, false, errors.New("connection refused"))}).Election("flaky")
 	led := false
 	err := e.Run(ctx, func(context.Context, *distlock.Lock) error { led = true; return nil })
 	if err != nil || !led {

@@ -85,7 +85,7 @@ func (ls *lines) enter(ctx context.Context, key string) (*line, error) {
 			break
 		}
 	}
-	ls.drop(key, l)
+	ls.dropLocked(key, l)
 	ls.mu.Unlock()
 	return nil, ctx.Err()
 }
@@ -102,12 +102,12 @@ func (ls *lines) leave(key string, l *line) {
 	} else {
 		l.busy = false
 	}
-	ls.drop(key, l)
+	ls.dropLocked(key, l)
 }
 
-// drop forgets one goroutine of l, and l once none is left (nothing refers
-// to it then, so it may be reused); ls.mu is held.
-func (ls *lines) drop(key string, l *line) {
+// dropLocked forgets one goroutine of l, and l once none is left (nothing
+// refers to it then, so it may be reused).
+func (ls *lines) dropLocked(key string, l *line) {
 	if l.refs--; l.refs > 0 {
 		return
 	}

@@ -17,7 +17,7 @@ import (
 // confirmed renewal. At that moment [Lock.Done] closes and [Lock.Err] says
 // why. Work done under the lock should stop then: use [Lock.Context].
 type Lock struct {
-	m     *Mutex
+	d     *desc
 	lease driver.Lease
 	token uint64
 
@@ -50,36 +50,29 @@ type Lock struct {
 // deadline. ambiguous reports that an attempt before the grant had an
 // unknown outcome. It returns nil if the client was closed: the caller
 // gives the grant back.
-func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) *Lock {
+func startLock(ctx context.Context, d *desc, lease driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) *Lock {
 	l := &Lock{
-		m:     m,
+		d:     d,
 		lease: lease,
 		token: g.Token,
-		ttl:   m.opts.ttl,
+		ttl:   d.opts.ttl,
 		done:  make(chan struct{}),
 	}
-	if !m.c.held.add(l) {
+	if !d.c.held.add(l) {
 		return nil
 	}
-	if cl.obs != nil {
-		l.obs = &observed{Observer: cl.obs, id: cl.id}
-	}
+	l.obs = cl.holding()
 	if ambiguous {
-		l.floor = m.opts.ttl
+		l.floor = d.opts.ttl
 	}
 	l.mu.Lock()
-	l.confirmed(start, g.ValidFor)
+	l.confirmedLocked(start, g.ValidFor)
 	if !l.nextRenew.IsZero() && shortGrant(g, l.ttl) {
 		l.nextRenew = start // renew it at once
 	}
-	if l.obs != nil {
-		l.obs.acquired = time.Now()
-		e := l.event(EventAcquired)
-		e.Wait, e.Attempts, e.ValidFor = l.obs.acquired.Sub(cl.began), cl.attempts, g.ValidFor
-		l.record(ctx, e)
-	}
-	l.timer = time.AfterFunc(time.Until(l.nextEvent()), l.tick)
-	l.unlock()
+	l.reportLocked(ctx, EventAcquired, func(e *Event) { e.ValidFor = g.ValidFor })
+	l.timer = time.AfterFunc(time.Until(l.nextEventLocked()), l.tick)
+	l.unlockAndReport()
 	if g.Lost != nil {
 		go func() {
 			select {
@@ -93,7 +86,7 @@ func startLock(ctx context.Context, m *Mutex, lease driver.Lease, start time.Tim
 }
 
 // Key returns the name of the lock.
-func (l *Lock) Key() string { return l.m.key }
+func (l *Lock) Key() string { return l.d.key }
 
 // Token returns the fencing token of this holding. It is strictly greater
 // than the token of every earlier holding of the same key, so a resource
@@ -110,9 +103,9 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // [ErrLockLost] or [ErrLockExpired] (which also matches ErrLockLost).
 func (l *Lock) Err() error {
 	l.mu.Lock()
-	l.expire(time.Now()) // its timer may not have run yet
+	l.expireLocked(time.Now()) // its timer may not have run yet
 	err := l.err
-	l.unlock()
+	l.unlockAndReport()
 	return err
 }
 
@@ -160,11 +153,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	for { // claim the one renewal slot
 		if err := ctx.Err(); err != nil { // not sent: its outcome is known
-			return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
+			return fmt.Errorf("distlock: refresh %q: %w", l.d.key, err)
 		}
 		l.mu.Lock()
-		if err := l.ended(time.Now()); err != nil {
-			l.unlock()
+		if err := l.endedLocked(time.Now()); err != nil {
+			l.unlockAndReport()
 			return err
 		}
 		busy := l.renewal
@@ -173,11 +166,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 			// A reply after the deadline is worthless (the handle has
 			// ended): do not keep the slot, or the caller, past it.
 			rctx, cancel := context.WithDeadline(ctx, l.validUntil)
-			l.unlock()
+			l.unlockAndReport()
 			defer cancel()
 			return l.renew(rctx, ttl)
 		}
-		l.unlock()
+		l.unlockAndReport()
 		select {
 		case <-busy:
 		case <-l.done:
@@ -190,10 +183,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // claimed the renewal slot (l.renewal); renew frees it.
 func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
-	valid, err := l.m.c.backend.Refresh(ctx, l.lease, ttl)
+	valid, err := l.d.c.backend.Refresh(ctx, l.lease, ttl)
 
 	l.mu.Lock()
-	defer l.unlock()
+	defer l.unlockAndReport()
 	close(l.renewal)
 	l.renewal, l.renewing = nil, nil
 	notHeld := isNotHeld(err)
@@ -203,44 +196,36 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) error {
 		l.floor = ttl
 	}
 	now := time.Now()
-	if ended := l.ended(now); ended != nil {
+	if ended := l.endedLocked(now); ended != nil {
 		return ended
 	}
 	switch {
 	case notHeld:
-		l.end(ctx, ErrLockLost, LossRefused)
+		l.endLocked(ctx, ErrLockLost, LossRefused, nil)
 		return ErrLockLost
 	case err != nil:
-		if l.obs != nil {
-			e := l.event(EventRenewalFailed)
-			e.Latency, e.Err = now.Sub(start), err
-			l.record(ctx, e)
-		}
+		l.reportLocked(ctx, EventRenewalFailed, func(e *Event) { e.Latency, e.Err = now.Sub(start), err })
 		if !l.nextRenew.IsZero() && !now.Before(l.nextRenew) {
 			// A due renewal failed: try again soon, while the lease lasts.
 			l.nextRenew = now.Add(min(l.interval(l.validFor), max(l.validUntil.Sub(now)/4, time.Millisecond)))
 		}
-		l.timer.Reset(l.nextEvent().Sub(now))
+		l.timer.Reset(l.nextEventLocked().Sub(now))
 		if longTTLRefused(err, ttl) {
-			return fmt.Errorf("%w: refresh %q with TTL %v: %w; %s", ErrInvalidTTL, l.m.key, ttl, err, longTTLAdvice)
+			return fmt.Errorf("%w: refresh %q with TTL %v: %w; %s", ErrInvalidTTL, l.d.key, ttl, err, longTTLAdvice)
 		}
-		return fmt.Errorf("distlock: refresh %q: %w", l.m.key, err)
+		return fmt.Errorf("distlock: refresh %q: %w", l.d.key, err)
 	}
 	if l.floor > 0 && l.floor < ttl {
 		valid -= ttl - l.floor // see floor; drift only grows with the TTL
 	}
 	l.ttl = ttl
-	l.confirmed(start, valid)
+	l.confirmedLocked(start, valid)
 	if !now.Before(l.validUntil) { // confirmed too late to be worth anything
-		l.end(ctx, ErrLockExpired, LossExpired)
+		l.endLocked(ctx, ErrLockExpired, LossExpired, nil)
 		return ErrLockExpired
 	}
-	if l.obs != nil {
-		e := l.event(EventRenewed)
-		e.Latency, e.ValidFor = now.Sub(start), valid
-		l.record(ctx, e)
-	}
-	l.timer.Reset(l.nextEvent().Sub(now))
+	l.reportLocked(ctx, EventRenewed, func(e *Event) { e.Latency, e.ValidFor = now.Sub(start), valid })
+	l.timer.Reset(l.nextEventLocked().Sub(now))
 	return nil
 }
 
@@ -251,22 +236,21 @@ func shortGrant(g driver.Grant, ttl time.Duration) bool {
 	return g.ValidFor < ttl/2
 }
 
-// confirmed records a grant or renewal that started at start and is valid
-// for valid, and schedules the next renewal within a third of that validity.
-// l.mu is held, or l is not shared yet.
-func (l *Lock) confirmed(start time.Time, valid time.Duration) {
+// confirmedLocked records a grant or renewal that started at start and is
+// valid for valid, and schedules the next renewal within a third of that
+// validity. l may also be a handle not shared yet.
+func (l *Lock) confirmedLocked(start time.Time, valid time.Duration) {
 	l.validFor = valid
 	l.validUntil = start.Add(valid)
-	if l.m.opts.autoRefresh && !l.lapsing {
+	if l.d.opts.autoRefresh && !l.lapsing {
 		l.nextRenew = start.Add(l.interval(valid))
 	}
 }
 
-// ended returns why the handle has ended, or nil while it is held. A
-// lease past its deadline ends here even if the timer has not run yet.
-// l.mu is held.
-func (l *Lock) ended(now time.Time) error {
-	l.expire(now)
+// endedLocked returns why the handle has ended, or nil while it is held.
+// A lease past its deadline ends here even if the timer has not run yet.
+func (l *Lock) endedLocked(now time.Time) error {
+	l.expireLocked(now)
 	switch {
 	case l.err != nil:
 		return l.err
@@ -276,11 +260,11 @@ func (l *Lock) ended(now time.Time) error {
 	return nil
 }
 
-// expire ends a lease that is past its deadline at now and not being
-// released; l.mu is held.
-func (l *Lock) expire(now time.Time) {
+// expireLocked ends a lease that is past its deadline at now and not being
+// released.
+func (l *Lock) expireLocked(now time.Time) {
 	if l.err == nil && !l.unlocked && !now.Before(l.validUntil) {
-		l.end(context.Background(), ErrLockExpired, LossExpired)
+		l.endLocked(context.Background(), ErrLockExpired, LossExpired, nil)
 	}
 }
 
@@ -305,10 +289,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	if l.unlocked {
-		l.unlock()
+		l.unlockAndReport()
 		return ErrLockReleased
 	}
-	prior := l.ended(time.Now()) // a lease past its deadline has ended
+	prior := l.endedLocked(time.Now()) // a lease past its deadline has ended
 	l.unlocked = true
 	// The timer stays set to the deadline: a release that outlasts the
 	// lease must not keep Done open past it (see tick).
@@ -317,11 +301,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.renewing() // its outcome no longer matters
 	}
 	lost := l.lostForSure
-	l.unlock()
+	l.unlockAndReport()
 
 	var err error
 	if !lost { // an expired lease may still be ours on the server: clean up
-		err = l.m.release(ctx, l.lease)
+		err = l.d.release(ctx, l.lease)
 	}
 	switch {
 	case prior != nil:
@@ -329,15 +313,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	case isNotHeld(err):
 		err = ErrLockLost
 	case err != nil:
-		err = fmt.Errorf("distlock: release %q: %w", l.m.key, err)
+		err = fmt.Errorf("distlock: release %q: %w", l.d.key, err)
 	}
 	l.mu.Lock()
-	if l.obs != nil {
-		l.obs.released = err
-	}
-	l.end(ctx, ErrLockReleased, 0)
+	l.endLocked(ctx, ErrLockReleased, 0, err)
 	l.timer.Stop()
-	l.unlock()
+	l.unlockAndReport()
 	return err
 }
 
@@ -363,23 +344,23 @@ func (l *Lock) UnlockAt(ctx context.Context, t time.Time) error {
 		return l.Unlock(ctx)
 	}
 	l.mu.Lock()
-	if err := l.ended(time.Now()); err != nil {
-		l.unlock()
+	if err := l.endedLocked(time.Now()); err != nil {
+		l.unlockAndReport()
 		return err
 	}
 	l.lapsing, l.nextRenew = true, time.Time{}
-	l.unlock()
+	l.unlockAndReport()
 
 	err := l.Refresh(ctx, d)
 
 	l.mu.Lock()
-	defer l.unlock()
+	defer l.unlockAndReport()
 	l.lapsing = false
 	if err != nil {
-		if l.err == nil && !l.unlocked && l.m.opts.autoRefresh {
+		if l.err == nil && !l.unlocked && l.d.opts.autoRefresh {
 			now := time.Now()
 			l.nextRenew = now // renew soon: the watchdog was held off
-			l.timer.Reset(l.nextEvent().Sub(now))
+			l.timer.Reset(l.nextEventLocked().Sub(now))
 		}
 		return err
 	}
@@ -387,77 +368,26 @@ func (l *Lock) UnlockAt(ctx context.Context, t time.Time) error {
 		return ErrLockReleased
 	}
 	l.unlocked = true
-	if l.obs != nil {
-		l.obs.released = nil
-	}
-	l.end(ctx, ErrLockReleased, 0)
+	l.endLocked(ctx, ErrLockReleased, 0, nil)
 	l.timer.Stop()
 	return nil
 }
 
-// end ends the lease with reason, ErrLockReleased or a loss for cause; the
-// first reason wins. l.mu is held.
-func (l *Lock) end(ctx context.Context, reason error, cause LossCause) {
+// endLocked ends the lease with reason, ErrLockReleased or a loss for
+// cause; the first reason wins. released is the error of the release that
+// ended it, for ErrLockReleased.
+func (l *Lock) endLocked(ctx context.Context, reason error, cause LossCause, released error) {
 	if l.err != nil {
 		return
 	}
 	l.err = reason
-	l.m.c.held.remove(l)
+	l.d.c.held.remove(l)
 	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
 	close(l.done)
-	if l.obs == nil {
-		return
-	}
-	now := time.Now()
-	var e Event
 	if reason == ErrLockReleased {
-		e = l.event(EventReleased)
-		e.Err = l.obs.released
+		l.reportLocked(ctx, EventReleased, func(e *Event) { e.Err = released })
 	} else {
-		e = l.event(EventLost)
-		e.Cause, e.Err, e.Late = cause, reason, now.Sub(l.validUntil)
-	}
-	e.Held = now.Sub(l.obs.acquired)
-	l.record(ctx, e)
-}
-
-// observed is the observation state of a Lock.
-type observed struct {
-	Observer
-	id       uint64    // the Event.ID of the call that took the lock
-	acquired time.Time // when the grant arrived, for Event.Held
-	released error     // what Unlock returns, for EventReleased
-	queue    []pending // events recorded under Lock.mu, reported by unlock
-	emitting sync.Mutex
-}
-
-// event returns an event of type t about the holding. l.mu is held.
-func (l *Lock) event(t EventType) Event {
-	e := l.m.event(t, l.obs.id)
-	e.Token, e.ValidUntil = l.token, l.validUntil
-	return e
-}
-
-// record queues e, for unlock to report once l.mu is free. l.mu is held.
-func (l *Lock) record(ctx context.Context, e Event) {
-	l.obs.queue = append(l.obs.queue, pending{ctx, e})
-}
-
-// unlock unlocks l.mu and reports the events recorded under it, in order:
-// taking emitting before letting go of l.mu keeps the order of events
-// recorded by different goroutines, and the observer runs without l.mu.
-func (l *Lock) unlock() {
-	if l.obs == nil || len(l.obs.queue) == 0 {
-		l.mu.Unlock()
-		return
-	}
-	q := l.obs.queue
-	l.obs.queue = nil
-	l.obs.emitting.Lock()
-	l.mu.Unlock()
-	defer l.obs.emitting.Unlock()
-	for _, p := range q {
-		l.obs.Observe(p.ctx, p.e)
+		l.reportLocked(ctx, EventLost, func(e *Event) { e.Cause, e.Err = cause, reason })
 	}
 }
 
@@ -472,15 +402,15 @@ func (l *Lock) tick() {
 	if l.unlocked && !now.Before(l.validUntil) {
 		// Unlock is still waiting for the release: the lease has run
 		// out meanwhile, and Done says so now, not when the reply comes.
-		l.end(context.Background(), ErrLockExpired, LossExpired)
+		l.endLocked(context.Background(), ErrLockExpired, LossExpired, nil)
 	}
-	if l.ended(now) != nil {
-		l.unlock()
+	if l.endedLocked(now) != nil {
+		l.unlockAndReport()
 		return
 	}
 	if l.nextRenew.IsZero() || l.renewal != nil || now.Before(l.nextRenew) {
-		l.timer.Reset(l.nextEvent().Sub(now))
-		l.unlock()
+		l.timer.Reset(l.nextEventLocked().Sub(now))
+		l.unlockAndReport()
 		return
 	}
 	l.renewal = make(chan struct{})
@@ -488,14 +418,14 @@ func (l *Lock) tick() {
 	l.renewing = cancel
 	ttl := l.ttl
 	l.timer.Reset(l.validUntil.Sub(now))
-	l.unlock()
+	l.unlockAndReport()
 
 	_ = l.renew(ctx, ttl) // timer callbacks run in their own goroutine
 	cancel()
 }
 
-// nextEvent is when tick must run next. l.mu is held.
-func (l *Lock) nextEvent() time.Time {
+// nextEventLocked is when tick must run next.
+func (l *Lock) nextEventLocked() time.Time {
 	if !l.nextRenew.IsZero() && l.renewal == nil && l.nextRenew.Before(l.validUntil) {
 		return l.nextRenew
 	}
@@ -505,11 +435,11 @@ func (l *Lock) nextEvent() time.Time {
 // markLost ends the lease because the backend said the key is not ours.
 func (l *Lock) markLost() {
 	l.mu.Lock()
-	defer l.unlock()
+	defer l.unlockAndReport()
 	l.lostForSure = true
-	l.expire(time.Now()) // past the deadline, the lease expired first: say so, whatever the timer's delay
-	if !l.unlocked {     // a loss that raced with Unlock must not relabel it
-		l.end(context.Background(), ErrLockLost, LossReported)
+	l.expireLocked(time.Now()) // past the deadline, the lease expired first: say so, whatever the timer's delay
+	if !l.unlocked {           // a loss that raced with Unlock must not relabel it
+		l.endLocked(context.Background(), ErrLockLost, LossReported, nil)
 	}
 }
 
@@ -517,8 +447,8 @@ func (l *Lock) markLost() {
 // configured interval, but never more than a third of valid, so that two
 // more attempts fit before the deadline.
 func (l *Lock) interval(valid time.Duration) time.Duration {
-	if d := l.m.opts.refreshInterval; d > 0 && d < valid/3 {
-		return d
+	if iv := l.d.opts.refreshInterval; iv > 0 && iv < valid/3 {
+		return iv
 	}
 	return valid / 3
 }

@@ -36,44 +36,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// secretSpy wraps faulty and keeps every secret the backend is given.
-type secretSpy struct {
-	*faulty
-	mu      sync.Mutex
-	secrets []string
-	notHeld bool // Refresh reports the lease gone; set after a failed one
+// secretKeeper keeps every secret a backend is given.
+type secretKeeper struct {
+	mu   sync.Mutex
+	seen []string
 }
 
-func (s *secretSpy) keep(secrets ...string) {
+func (s *secretKeeper) keep(secrets ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, v := range secrets {
 		if v != "" {
-			s.secrets = append(s.secrets, v)
+			s.seen = append(s.seen, v)
 		}
 	}
-}
-
-func (s *secretSpy) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	s.keep(req.Owner, req.Reentry)
-	return s.faulty.Acquire(ctx, req)
-}
-
-func (s *secretSpy) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	s.keep(l.Owner)
-	s.mu.Lock()
-	notHeld := s.notHeld
-	s.mu.Unlock()
-	if notHeld {
-		return 0, driver.ErrNotHeld
-	}
-	valid, err := s.faulty.Refresh(ctx, l, ttl)
-	if errors.Is(err, errInjected) { // the next renewal is refused
-		s.mu.Lock()
-		s.notHeld = true
-		s.mu.Unlock()
-	}
-	return valid, err
 }
 
 // TestLoggerLevelsAndSecrets: every event is logged at its level, with
@@ -85,12 +61,23 @@ func TestLoggerLevelsAndSecrets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	f := newFaulty()
-	f.acquireFaults = 1 // one attempt fails
-	f.refreshFaults = 1 // the first renewal fails, the next is refused
-	spy := &secretSpy{faulty: f}
+	// One attempt fails; the first renewal fails, the next is refused.
+	var spy secretKeeper
+	failAcquire, failRefresh := failAcquires(1, false, errInjected), firstN(1)
+	f := memFault()
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		spy.keep(req.Owner, req.Reentry)
+		return failAcquire(ctx, req, next)
+	}
+	f.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+		spy.keep(l.Owner)
+		if failRefresh() {
+			return 0, errInjected
+		}
+		return 0, driver.ErrNotHeld
+	}
 	id := distlock.NewOwnerID()
-	c := distlock.New(spy, distlock.WithLogger(logger), distlock.WithTTL(300*time.Millisecond))
+	c := distlock.New(f, distlock.WithLogger(logger), distlock.WithTTL(300*time.Millisecond))
 	l, err := c.Mutex("orders:42", distlock.WithOwner(id)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +141,7 @@ func TestLoggerLevelsAndSecrets(t *testing.T) {
 		t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(levels, "\n"), strings.Join(want, "\n"))
 	}
 	spy.mu.Lock()
-	secrets := append(spy.secrets, id.Secret(), id.String(), password)
+	secrets := append(spy.seen, id.Secret(), id.String(), password)
 	spy.mu.Unlock()
 	if len(secrets) < 5 {
 		t.Fatalf("only %d secrets seen", len(secrets))
@@ -176,8 +163,8 @@ func TestLoggerSilentByDefault(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(old)
-	f := newFaulty()
-	f.acquireFaults = 1
+	f := memFault()
+	f.acquire = failAcquires(1, false, errInjected)
 	l, err := distlock.New(f).Mutex("k").Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)

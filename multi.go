@@ -47,10 +47,10 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 		return nil, fmt.Errorf("%w: nil mutex", ErrInvalidArgument)
 	}
 	order := slices.Clone(ms)
-	slices.SortFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.key, b.key) })
+	slices.SortFunc(order, func(a, b *Mutex) int { return cmp.Compare(a.d.key, b.d.key) })
 	for i := 1; i < len(order); i++ { // sorted: equal keys are neighbours
-		if order[i].key == order[i-1].key {
-			return nil, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, order[i].key)
+		if order[i].d.key == order[i-1].d.key {
+			return nil, fmt.Errorf("%w: key %q given twice", ErrInvalidArgument, order[i].d.key)
 		}
 	}
 	ml := &MultiLock{locks: make([]*Lock, 0, len(order))}
@@ -60,7 +60,7 @@ func lockAll(ctx context.Context, ms []*Mutex, take func(*Mutex, context.Context
 			// Give back what was taken. Unlock releases even when ctx
 			// is done, detached from it and bounded by the release
 			// timeout.
-			_ = ml.unlock(ctx)
+			_ = ml.releaseAll(ctx)
 			return nil, err
 		}
 		ml.locks = append(ml.locks, l)
@@ -109,12 +109,14 @@ func (ml *MultiLock) registered() int { return ml.ctxs.len() }
 // Unlock releases every lock, in reverse order, and returns their errors
 // joined (see [Lock.Unlock]); it tries them all even if some fail.
 func (ml *MultiLock) Unlock(ctx context.Context) error {
-	err := ml.unlock(ctx)
+	err := ml.releaseAll(ctx)
 	ml.end(ErrLockReleased)
 	return err
 }
 
-func (ml *MultiLock) unlock(ctx context.Context) error {
+// releaseAll releases every lock, in reverse order, and returns their
+// errors joined.
+func (ml *MultiLock) releaseAll(ctx context.Context) error {
 	var errs []error
 	for _, l := range slices.Backward(ml.locks) {
 		errs = append(errs, l.Unlock(ctx))

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/memlock"
 )
 
@@ -168,14 +167,6 @@ func ExampleLockAll() {
 	// stock:berlin
 }
 
-// hangingRelease is a backend whose releases hang until their context ends.
-type hangingRelease struct{ driver.Backend }
-
-func (hangingRelease) Release(ctx context.Context, _ driver.Lease) error {
-	<-ctx.Done()
-	return ctx.Err()
-}
-
 // TestLockAllGivesBackWithinReleaseTimeout: LockAll whose context ends
 // while it waits for one key gives back those it took, bounded by the
 // release timeout like any Unlock with a done context, even if the backend
@@ -187,7 +178,7 @@ func TestLockAllGivesBackWithinReleaseTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Unlock(context.Background())
-	c := distlock.New(hangingRelease{be}, distlock.WithReleaseTimeout(200*time.Millisecond))
+	c := distlock.New(&fault{Backend: be, release: hangRelease}, distlock.WithReleaseTimeout(200*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)

@@ -17,22 +17,25 @@ import (
 // getting its own handle. Invalid keys and options are reported by Lock and
 // TryLock.
 func (c *Client) Mutex(key string, opts ...Option) *Mutex {
-	return c.lock(key, driver.Exclusive, opts)
+	m := &Mutex{}
+	c.describeLock(&m.d, key, driver.Exclusive, opts)
+	return m
 }
 
-// lock returns the description of a lock of kind on key.
-func (c *Client) lock(key string, kind driver.Kind, opts []Option) *Mutex {
-	m := &Mutex{c: c, key: key, kind: kind}
+// describeLock sets d to describe a lock of kind on key. It fills d in
+// place, inside the Mutex, RWMutex or Semaphore that holds it: options are
+// handed a pointer into it, which would move a local desc to the heap.
+func (c *Client) describeLock(d *desc, key string, kind driver.Kind, opts []Option) {
+	*d = desc{c: c, key: key, kind: kind}
 	if c != nil {
-		m.opts = c.opts
+		d.opts = c.opts
 	} else {
-		m.opts = defaultOptions() // Lock reports the missing backend
+		d.opts = defaultOptions() // Lock reports the missing backend
 	}
 	for _, opt := range opts {
-		opt(&m.opts)
+		opt(&d.opts)
 	}
-	m.obs = m.opts.observer()
-	return m
+	d.obs = d.opts.observer()
 }
 
 // Mutex is a distributed mutual-exclusion lock on one key.
@@ -46,7 +49,12 @@ func (c *Client) lock(key string, kind driver.Kind, opts []Option) *Mutex {
 //
 // A Mutex is re-entrant for an owner identity given with [WithOwner] or
 // carried by the context ([ContextWithOwner]); see [OwnerID].
-type Mutex struct {
+type Mutex struct{ d desc }
+
+// desc describes a lock: a Mutex, a side of an RWMutex, a Semaphore or an
+// Election's mutex. Every kind is taken and held by the same code; what
+// tells them apart is here.
+type desc struct {
 	c     *Client
 	key   string
 	opts  options
@@ -59,36 +67,24 @@ type Mutex struct {
 	single bool
 }
 
+// description returns m's description, or nil for a nil m: the request
+// check reports it.
+func (m *Mutex) description() *desc {
+	if m == nil {
+		return nil
+	}
+	return &m.d
+}
+
 // Key returns the lock's name.
-func (m *Mutex) Key() string { return m.key }
+func (m *Mutex) Key() string { return m.d.key }
 
 // TryLock makes one attempt to take the lock. It returns [ErrNotObtained]
 // at once if the lock is held elsewhere. If the backend's reply is lost
 // (an error), TryLock releases whatever the attempt may have taken before
 // it returns the error, so a failed TryLock never leaves a lock behind
 // except for a backend that is unreachable, where the lease expires on its own.
-func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
-	req, err := m.request(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cl := m.startCall()
-	start := time.Now()
-	g, err := m.c.backend.Acquire(ctx, req)
-	cl.attempt(ctx, m, start, g, err)
-	switch {
-	case refused(err):
-		return nil, cl.failed(ctx, m, m.refusal(err))
-	case err != nil:
-		m.abandon(ctx, req.Lease, true)
-		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: %w", m.key, err))
-	case g.Guarded:
-		return nil, cl.failed(ctx, m, guardError(m.key, g))
-	case !g.Acquired:
-		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, m.key))
-	}
-	return m.newLock(ctx, req.Lease, start, g, false, &cl)
-}
+func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) { return m.description().tryLock(ctx) }
 
 // Lock takes the lock, waiting as long as it takes, until ctx is done. It
 // never gives up on its own: bound the wait with a ctx deadline. When ctx
@@ -105,252 +101,60 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lock, error) {
 // wakes one of them rather than all. Backend errors are retried
 // with the same owner token, so an attempt whose reply was lost but which
 // was applied is recognised as success.
-func (m *Mutex) Lock(ctx context.Context) (_ *Lock, lockErr error) {
-	req, err := m.request(ctx)
+func (m *Mutex) Lock(ctx context.Context) (*Lock, error) { return m.description().lock(ctx) }
+
+// tryLock is [Mutex.TryLock] for a lock of any kind.
+func (d *desc) tryLock(ctx context.Context) (*Lock, error) {
+	req, err := d.request(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if req.Fair || req.Kind == driver.Write {
-		// A waiter in line (a fair one, or a writer holding readers off)
-		// renews its place with every attempt; the place outlives a few
-		// missed attempts, not a vanished waiter for long.
-		req.Queue = 2*m.opts.safetyPoll + time.Second
-	}
-	cl := m.startCall()
-	if inLine(req) {
-		l, err := m.c.lines.enter(ctx, m.key)
-		if err != nil {
-			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, err))
-		}
-		defer m.c.lines.leave(m.key, l)
-	}
-	w := wait{m: m, req: req}
-	defer w.stop()
-	bound := false
-	for {
-		start := time.Now()
-		g, err := m.c.backend.Acquire(ctx, req)
-		cl.attempt(ctx, m, start, g, err)
-		switch {
-		case refused(err):
-			if req.Queue > 0 || w.ambiguous {
-				m.abandon(ctx, req.Lease, w.ambiguous) // as when giving up below
-			}
-			return nil, cl.failed(ctx, m, m.refusal(err))
-		case err == nil && g.Acquired:
-			if m.opts.autoRefresh || !shortGrant(g, req.TTL) {
-				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
-			}
-			// Nothing will renew the short lease: ask once more, which
-			// extends the holding to the TTL. If that fails, the short
-			// lease is still the caller's.
-			again := time.Now()
-			g2, err2 := m.c.backend.Acquire(ctx, req)
-			cl.attempt(ctx, m, again, g2, err2)
-			switch {
-			case err2 != nil:
-				return m.newLock(ctx, req.Lease, start, g, w.ambiguous, &cl)
-			case g2.Acquired:
-				return m.newLock(ctx, req.Lease, again, g2, w.ambiguous, &cl)
-			}
-			g = g2 // gone meanwhile: wait again
-		}
-		if !bound {
-			// About to wait: Close of the client ends the wait. The
-			// first attempt, most often the only one, costs nothing.
-			var stop func()
-			ctx, stop = m.c.held.bind(ctx)
-			defer stop()
-			defer func() { lockErr = closedErr(ctx, lockErr) }()
-			bound = true
-		}
-		if w.sleep(ctx, g, err) {
-			continue
-		}
-		if req.Queue > 0 || w.ambiguous {
-			// Leave the line, withdraw a writer's claim, and give back a
-			// grant that a lost reply may have made.
-			m.abandon(ctx, req.Lease, w.ambiguous)
-		}
-		if w.lastErr != nil {
-			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, m.key, ctx.Err(), w.lastErr))
-		}
-		if g.Guarded {
-			return nil, cl.failed(ctx, m, fmt.Errorf("%w: %w", guardError(m.key, g), ctx.Err()))
-		}
-		return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ctx.Err()))
-	}
-}
-
-// call is the observed state of one Lock or TryLock call; its zero value,
-// without an observer, records nothing.
-type call struct {
-	obs      Observer
-	id       uint64
-	began    time.Time
-	attempts int
-}
-
-// startCall begins observing a call of m.
-func (m *Mutex) startCall() call {
-	if m.obs == nil {
-		return call{}
-	}
-	return call{obs: m.obs, id: callIDs.Add(1), began: time.Now()}
-}
-
-// attempt reports an attempt that started at start and returned g and err.
-func (cl *call) attempt(ctx context.Context, m *Mutex, start time.Time, g driver.Grant, err error) {
-	if cl.obs == nil {
-		return
-	}
-	cl.attempts++
-	now := time.Now()
-	e := m.event(EventAttempt, cl.id)
-	e.Attempts, e.Latency, e.Wait = cl.attempts, now.Sub(start), now.Sub(cl.began)
+	cl := d.startCall()
+	start := time.Now()
+	g, err := d.c.backend.Acquire(ctx, req)
+	cl.attempt(ctx, start, g, err)
 	switch {
+	case refused(err):
+		return nil, cl.failed(ctx, d.refusal(err))
 	case err != nil:
-		e.Outcome, e.Err = AttemptError, err
-	case g.Acquired:
-		e.Outcome = Granted
+		d.abandon(ctx, req.Lease, true)
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: %w", d.key, err))
 	case g.Guarded:
-		e.Outcome = Guarded
-	default:
-		e.Outcome = HeldByOther
+		return nil, cl.failed(ctx, guardError(d.key, g))
+	case !g.Acquired:
+		return nil, cl.failed(ctx, fmt.Errorf("%w: %q is held elsewhere", ErrNotObtained, d.key))
 	}
-	cl.obs.Observe(ctx, e)
-}
-
-// failed reports that the call returns err without the lock, and returns err.
-func (cl *call) failed(ctx context.Context, m *Mutex, err error) error {
-	if cl.obs != nil {
-		e := m.event(EventFailed, cl.id)
-		e.Attempts, e.Wait, e.Err = cl.attempts, time.Since(cl.began), err
-		cl.obs.Observe(ctx, e)
-	}
-	return err
-}
-
-// wait is the state of one waiting Lock between its attempts.
-type wait struct {
-	m         *Mutex
-	req       driver.Request
-	watch     driver.Watch // nil until the first contention, or without Notify
-	lastErr   error
-	ambiguous bool // an attempt's outcome is unknown
-	timer     *time.Timer
-	backoffN  int
-}
-
-// sleep waits after an attempt that returned g and err, until the next
-// attempt is due or a release is notified. It reports false when ctx ended.
-func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
-	opts := &w.m.opts
-	var delay time.Duration
-	switch {
-	case err != nil:
-		w.ambiguous = true
-		w.noteErr(ctx, err)
-		w.backoffN++
-		delay = opts.backoff.Next(w.backoffN)
-	case w.watch == nil && w.m.c.caps.Notify:
-		// Subscribe on first contention, then retry at once: a release
-		// between the attempt and the subscription is caught by that
-		// retry, and every later one by the watch.
-		turn := ""
-		if w.req.Fair {
-			turn = w.req.Owner // wake only when it is this waiter's turn
-		}
-		watch, werr := w.m.c.backend.Watch(ctx, w.m.key, turn)
-		if werr == nil {
-			w.watch = watch
-			return true
-		}
-		w.noteErr(ctx, werr)
-		w.backoffN++
-		delay = opts.backoff.Next(w.backoffN)
-	case w.watch != nil:
-		delay = opts.safetyPoll
-	default:
-		w.backoffN++
-		delay = opts.backoff.Next(w.backoffN)
-	}
-	if err == nil && g.RetryAfter > 0 && delay > g.RetryAfter {
-		delay = g.RetryAfter
-	}
-	if w.req.Queue > 0 && delay > w.req.Queue/3 {
-		delay = w.req.Queue / 3
-	}
-	if ctx.Err() != nil {
-		return false
-	}
-	if w.timer == nil {
-		w.timer = time.NewTimer(delay)
-	} else {
-		w.timer.Reset(delay)
-	}
-	var notified <-chan struct{}
-	if w.watch != nil {
-		notified = w.watch.C()
-	}
-	select {
-	case <-w.timer.C:
-		return true
-	case <-notified:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// noteErr remembers err as the wait's last error, unless it only says that
-// ctx ended and an earlier error says more (a refused connection, say).
-func (w *wait) noteErr(ctx context.Context, err error) {
-	if w.lastErr != nil && ctx.Err() != nil &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return
-	}
-	w.lastErr = err
-}
-
-// stop frees the wait's watch and timer.
-func (w *wait) stop() {
-	if w.watch != nil {
-		w.watch.Close()
-	}
-	if w.timer != nil {
-		w.timer.Stop()
-	}
+	return d.newLock(ctx, req.Lease, start, g, false, &cl)
 }
 
 // request checks the call and returns its acquisition request, with a
 // fresh owner token.
-func (m *Mutex) request(ctx context.Context) (driver.Request, error) {
+func (d *desc) request(ctx context.Context) (driver.Request, error) {
 	if ctx == nil {
 		return driver.Request{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if m == nil {
+	if d == nil {
 		return driver.Request{}, fmt.Errorf("%w: nil Mutex", ErrInvalidArgument)
 	}
-	if err := m.c.usable(); err != nil {
+	if err := d.c.usable(); err != nil {
 		return driver.Request{}, err
 	}
-	caps := m.c.caps
+	caps := d.c.caps
 	switch {
-	case m.opts.fair && (!caps.Fair || m.kind != driver.Exclusive):
-		return driver.Request{}, m.unsupported("fair")
-	case m.kind == driver.Permit && !caps.Semaphore,
-		(m.kind == driver.Write || m.kind == driver.Read) && !caps.ReadWrite:
-		return driver.Request{}, m.unsupported("")
+	case d.opts.fair && (!caps.Fair || d.kind != driver.Exclusive):
+		return driver.Request{}, d.unsupported("fair")
+	case d.kind == driver.Permit && !caps.Semaphore,
+		(d.kind == driver.Write || d.kind == driver.Read) && !caps.ReadWrite:
+		return driver.Request{}, d.unsupported("")
 	}
-	if err := m.opts.validate(m.key); err != nil {
+	if err := d.opts.validate(d.key); err != nil {
 		return driver.Request{}, err
 	}
-	id := m.opts.owner
-	if m.single && !id.IsZero() {
-		return driver.Request{}, fmt.Errorf("%w: an election %q takes no owner identity: two candidates sharing one would lead at once", ErrInvalidArgument, m.key)
+	id := d.opts.owner
+	if d.single && !id.IsZero() {
+		return driver.Request{}, fmt.Errorf("%w: an election %q takes no owner identity: two candidates sharing one would lead at once", ErrInvalidArgument, d.key)
 	}
-	if id.IsZero() && m.kind == driver.Exclusive && !m.single {
+	if id.IsZero() && d.kind == driver.Exclusive && !d.single {
 		var given bool
 		if id, given = OwnerFromContext(ctx); given && id.IsZero() {
 			return driver.Request{}, fmt.Errorf("%w: the context carries a zero OwnerID", ErrInvalidArgument)
@@ -358,168 +162,66 @@ func (m *Mutex) request(ctx context.Context) (driver.Request, error) {
 	}
 	var reentry string
 	if !id.IsZero() {
-		if m.kind != driver.Exclusive || !caps.Reentrant {
-			return driver.Request{}, m.unsupported("re-entrant")
+		if d.kind != driver.Exclusive || !caps.Reentrant {
+			return driver.Request{}, d.unsupported("re-entrant")
 		}
 		reentry = id.digest()
 	}
 	return driver.Request{
-		Lease:   driver.Lease{Key: m.key, Owner: newOwner(), Kind: m.kind},
-		TTL:     m.opts.ttl,
-		Limit:   m.limit,
-		Meta:    m.opts.meta,
-		Fair:    m.opts.fair,
+		Lease:   driver.Lease{Key: d.key, Owner: newOwner(), Kind: d.kind},
+		TTL:     d.opts.ttl,
+		Limit:   d.limit,
+		Meta:    d.opts.meta,
+		Fair:    d.opts.fair,
 		Reentry: reentry,
 	}, nil
 }
 
 // unsupported is the error for a lock the backend (or the kind) does not
 // offer; adjective qualifies it ("fair", "re-entrant").
-func (m *Mutex) unsupported(adjective string) error {
+func (d *desc) unsupported(adjective string) error {
 	what := "lock"
-	switch m.kind {
+	switch d.kind {
 	case driver.Write, driver.Read:
 		what = "read-write lock"
 	case driver.Permit:
 		what = "semaphore"
 	}
-	if adjective != "" && m.kind != driver.Exclusive {
+	if adjective != "" && d.kind != driver.Exclusive {
 		// Whatever the backend offers, only a mutex can be fair or
 		// re-entrant: say so, not that the backend lacks it.
 		option := map[string]string{"fair": "WithFairness", "re-entrant": "an owner identity (WithOwner)"}[adjective]
-		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, m.key, option, adjective, errors.ErrUnsupported)
+		return fmt.Errorf("distlock: %s %q given %s: only a mutex can be %s: %w", what, d.key, option, adjective, errors.ErrUnsupported)
 	}
 	if adjective != "" {
 		what = adjective + " " + what
 	}
-	return fmt.Errorf("distlock: %s %q: %w by this backend", what, m.key, errors.ErrUnsupported)
+	return fmt.Errorf("distlock: %s %q: %w by this backend", what, d.key, errors.ErrUnsupported)
 }
-
-// abandon releases what an attempt with an unknown outcome may have taken,
-// and leaves the key's queue, detached from ctx, which is usually what
-// ended the attempt. It waits for one release, so that a waiter that gave
-// up has left the line when Lock returns; after an attempt of unknown
-// outcome (ambiguous) when ctx has ended, for at most abandonGrace: the
-// caller's deadline has passed, and a backend that failed to answer must
-// not hold the call much beyond it. A release whose outcome is unknown
-// is repeated in the background, as [Mutex.release] does, rather than
-// holding up a call that already failed.
-func (m *Mutex) abandon(ctx context.Context, l driver.Lease, ambiguous bool) {
-	first := make(chan error, 1)
-	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.releaseTimeout)
-		err := m.c.backend.Release(rctx, l)
-		cancel()
-		first <- err
-		if !settled(err) {
-			_ = m.release(ctx, l) // best effort: the lease expires anyway
-		}
-	}()
-	if !(ambiguous && ctx.Err() != nil) {
-		<-first
-		return
-	}
-	t := time.NewTimer(abandonGrace)
-	defer t.Stop()
-	select {
-	case <-first:
-	case <-t.C:
-	}
-}
-
-// settled reports whether a release that returned err has a known
-// outcome: done, not held, or refused in a way a repeat would meet again.
-func settled(err error) bool {
-	return err == nil || isNotHeld(err) || refused(err)
-}
-
-// release ends the holding l on the backend. A release is idempotent, so
-// it is repeated, with a short backoff, until its outcome is known: nil,
-// ErrNotHeld, or a refusal that a repeat would meet again. It runs
-// detached from ctx, whose cancellation must not leave the key held for a
-// whole lease (a scheduler that cancels a job's context at shutdown does
-// just that mid-call), bounded by the release timeout or ctx's deadline,
-// whichever is later. It returns the last attempt's error.
-func (m *Mutex) release(ctx context.Context, l driver.Lease) error {
-	bound := m.opts.releaseTimeout
-	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && time.Until(d) > bound {
-		bound = time.Until(d)
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	defer cancel()
-	var t *time.Timer
-	var answer error // the last error that came from the backend, not the bound
-	for n := 1; ; n++ {
-		err := m.c.backend.Release(rctx, l)
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			answer = err
-		}
-		if settled(err) || rctx.Err() != nil {
-			if t != nil {
-				t.Stop()
-			}
-			return releaseFailed(err, answer)
-		}
-		delay := releaseBackoff.Next(n)
-		if d, _ := rctx.Deadline(); time.Until(d) <= delay {
-			return releaseFailed(err, answer) // no time for another attempt
-		}
-		if t == nil {
-			t = time.NewTimer(delay)
-		} else {
-			t.Reset(delay)
-		}
-		select {
-		case <-t.C:
-		case <-rctx.Done():
-			return releaseFailed(err, answer)
-		}
-	}
-}
-
-// releaseFailed is the error of a release whose last attempt failed with
-// err. When that attempt only ran out of time, the backend's last real
-// answer (a refused connection, say) is what the caller needs to hear, so
-// it is named beside the deadline.
-func releaseFailed(err, answer error) error {
-	if err == nil || answer == nil || err == answer || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return fmt.Errorf("%w (the attempt before: %w)", err, answer)
-}
-
-// releaseBackoff paces the repeats of a release whose outcome is unknown:
-// soon enough to end a lock within a few round trips of a blip's end.
-var releaseBackoff = ExponentialBackoff(5*time.Millisecond, 250*time.Millisecond)
-
-// abandonGrace is how long a call whose ctx has ended waits for the
-// release of an attempt of unknown outcome: a backend that answers does so
-// well within it, so that the call leaves nothing behind.
-const abandonGrace = 100 * time.Millisecond
 
 // newLock returns the handle of grant g, made by the call cl. ambiguous
 // reports that an earlier attempt of the same owner had an unknown outcome
 // (see Lock.floor).
-func (m *Mutex) newLock(ctx context.Context, l driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) (*Lock, error) {
+func (d *desc) newLock(ctx context.Context, l driver.Lease, start time.Time, g driver.Grant, ambiguous bool, cl *call) (*Lock, error) {
 	if g.ValidFor <= 0 {
 		// A grant that is already worthless is a backend bug or a clock
 		// problem; holding it would break mutual exclusion.
-		m.abandon(context.Background(), l, false)
-		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", m.key, g.ValidFor))
+		d.abandon(context.Background(), l, false)
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: backend granted a lease with no validity (%v)", d.key, g.ValidFor))
 	}
 	if took := time.Since(start); took >= g.ValidFor {
 		// The lease's validity ran out before its reply arrived: the
 		// lock may be someone else's by now. The TTL is too short for
 		// the round trips the backend needs.
-		m.abandon(context.Background(), l, false)
-		return nil, cl.failed(ctx, m, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
-			m.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
+		d.abandon(context.Background(), l, false)
+		return nil, cl.failed(ctx, fmt.Errorf("distlock: acquire %q: the grant's validity of %v ran out before its reply arrived, %v after the attempt began (a longer TTL is needed): %w: %w",
+			d.key, g.ValidFor, took.Round(time.Microsecond), ErrNotObtained, ErrLockExpired))
 	}
-	if lk := startLock(ctx, m, l, start, g, ambiguous, cl); lk != nil {
+	if lk := startLock(ctx, d, l, start, g, ambiguous, cl); lk != nil {
 		return lk, nil
 	}
-	m.abandon(context.Background(), l, false)
-	return nil, cl.failed(ctx, m, fmt.Errorf("%w: %q: %w", ErrNotObtained, m.key, ErrClientClosed))
+	d.abandon(context.Background(), l, false)
+	return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, d.key, ErrClientClosed))
 }
 
 // newOwner returns 128 random bits, hex encoded. crypto/rand never fails
@@ -540,17 +242,17 @@ func refused(err error) bool {
 
 // refusal is the error of Lock and TryLock for a request the backend
 // refused.
-func (m *Mutex) refusal(err error) error {
+func (d *desc) refusal(err error) error {
 	if errors.Is(err, driver.ErrInvalidKey) {
-		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, m.key, err)
+		return fmt.Errorf("%w: %q: %w", ErrInvalidKey, d.key, err)
 	}
 	if errors.Is(err, driver.ErrKindMismatch) { // the error names the key and both kinds
 		return fmt.Errorf("%w: %w", ErrNotObtained, err)
 	}
-	if longTTLRefused(err, m.opts.ttl) {
-		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, m.key, m.opts.ttl, err, longTTLAdvice)
+	if longTTLRefused(err, d.opts.ttl) {
+		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, d.key, d.opts.ttl, err, longTTLAdvice)
 	}
-	return fmt.Errorf("distlock: acquire %q: %w", m.key, err)
+	return fmt.Errorf("distlock: acquire %q: %w", d.key, err)
 }
 
 // longTTLRefused reports whether err is a backend's refusal of a TTL

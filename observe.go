@@ -4,6 +4,7 @@ import (
 	"context"
 	"path"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -230,13 +231,134 @@ func backendName(b driver.Backend) string {
 	return v.Type().String()
 }
 
-// event returns the event of type t for m, with what every event carries.
-func (m *Mutex) event(t EventType, id uint64) Event {
-	return Event{Type: t, ID: id, Key: m.key, Kind: m.kind, Backend: m.c.name}
+// event returns the event of type t for d, with what every event carries.
+func (d *desc) event(t EventType, id uint64) Event {
+	return Event{Type: t, ID: id, Key: d.key, Kind: d.kind, Backend: d.c.name}
+}
+
+// A Lock or TryLock call and the holding it returns are observed through
+// two calls each: a call reports with [call.attempt] and [call.failed], a
+// holding with [Lock.reportLocked], whose events [Lock.unlockAndReport]
+// delivers once the handle's mutex is free. Without an observer each is one
+// nil check, and no event is built.
+
+// call is the observed state of one Lock or TryLock call; its zero value,
+// without an observer, records nothing.
+type call struct {
+	obs      Observer
+	d        *desc
+	id       uint64
+	began    time.Time
+	attempts int
+}
+
+// startCall begins observing a call of d.
+func (d *desc) startCall() call {
+	if d.obs == nil {
+		return call{}
+	}
+	return call{obs: d.obs, d: d, id: callIDs.Add(1), began: time.Now()}
+}
+
+// attempt reports an attempt that started at start and returned g and err.
+func (cl *call) attempt(ctx context.Context, start time.Time, g driver.Grant, err error) {
+	if cl.obs == nil {
+		return
+	}
+	cl.attempts++
+	now := time.Now()
+	e := cl.d.event(EventAttempt, cl.id)
+	e.Attempts, e.Latency, e.Wait = cl.attempts, now.Sub(start), now.Sub(cl.began)
+	switch {
+	case err != nil:
+		e.Outcome, e.Err = AttemptError, err
+	case g.Acquired:
+		e.Outcome = Granted
+	case g.Guarded:
+		e.Outcome = Guarded
+	default:
+		e.Outcome = HeldByOther
+	}
+	cl.obs.Observe(ctx, e)
+}
+
+// failed reports that the call returns err without the lock, and returns err.
+func (cl *call) failed(ctx context.Context, err error) error {
+	if cl.obs != nil {
+		e := cl.d.event(EventFailed, cl.id)
+		e.Attempts, e.Wait, e.Err = cl.attempts, time.Since(cl.began), err
+		cl.obs.Observe(ctx, e)
+	}
+	return err
+}
+
+// holding returns the observation state of the lock the call got, nil
+// without an observer.
+func (cl *call) holding() *observed {
+	if cl.obs == nil {
+		return nil
+	}
+	return &observed{Observer: cl.obs, id: cl.id, began: cl.began, attempts: cl.attempts}
+}
+
+// observed is the observation state of a Lock.
+type observed struct {
+	Observer
+	id       uint64    // the Event.ID of the call that took the lock
+	began    time.Time // when that call began, for EventAcquired's Wait
+	attempts int       // how many attempts it made
+	acquired time.Time // when the grant arrived, for Event.Held
+	queue    []pending // events recorded under Lock.mu, reported by unlockAndReport
+	emitting sync.Mutex
 }
 
 // pending is an event of a Lock recorded under l.mu, reported after it.
 type pending struct {
 	ctx context.Context
 	e   Event
+}
+
+// reportLocked queues the event of type t about the holding, for
+// unlockAndReport to deliver once l.mu is free. It sets what every event
+// of its type carries; fill sets the rest. Without an observer it does
+// nothing.
+func (l *Lock) reportLocked(ctx context.Context, t EventType, fill func(e *Event)) {
+	if l.obs == nil {
+		return
+	}
+	now := time.Now()
+	e := l.d.event(t, l.obs.id)
+	e.Token, e.ValidUntil = l.token, l.validUntil
+	switch t {
+	case EventAcquired:
+		l.obs.acquired = now
+		e.Wait, e.Attempts = now.Sub(l.obs.began), l.obs.attempts
+	case EventLost:
+		e.Late, e.Held = now.Sub(l.validUntil), now.Sub(l.obs.acquired)
+	case EventReleased:
+		e.Held = now.Sub(l.obs.acquired)
+	}
+	// fill writes into the queue, which is on the heap anyway: a pointer to
+	// a local Event would move each event there.
+	l.obs.queue = append(l.obs.queue, pending{ctx, e})
+	fill(&l.obs.queue[len(l.obs.queue)-1].e)
+}
+
+// unlockAndReport unlocks l.mu and reports the events recorded under it,
+// in order: taking emitting before letting go of l.mu keeps the order of
+// events recorded by different goroutines, and the observer runs without
+// l.mu.
+func (l *Lock) unlockAndReport() {
+	if l.obs == nil || len(l.obs.queue) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	q := l.obs.queue
+	l.obs.queue = nil
+	l.obs.emitting.Lock()
+	l.mu.Unlock()
+	defer l.obs.emitting.Unlock()
+	for _, p := range q {
+		l.obs.Observe(p.ctx, p.e)
+	}
 }

@@ -174,7 +174,7 @@ func TestEventsRefusedRenewal(t *testing.T) {
 	ctx := context.Background()
 	var n int
 	var mu sync.Mutex
-	b := &intercept{Backend: memlock.New(), refresh: func(context.Context, time.Duration, func(context.Context) (time.Duration, error)) (time.Duration, error) {
+	b := &fault{Backend: memlock.New(), refresh: func(context.Context, driver.Lease, time.Duration, refreshFunc) (time.Duration, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if n++; n == 1 {

@@ -17,23 +17,18 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// reentries records the re-entrant identities a backend receives.
-type reentries struct {
-	*memlock.Backend
-	mu   sync.Mutex
-	seen []string
-}
-
-func (r *reentries) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	r.mu.Lock()
-	r.seen = append(r.seen, req.Reentry)
-	r.mu.Unlock()
-	return r.Backend.Acquire(ctx, req)
-}
-
 func TestReentrantMutex(t *testing.T) {
 	ctx := context.Background()
-	b := &reentries{Backend: memlock.New()}
+	var (
+		mu   sync.Mutex
+		seen []string // the re-entrant identities the backend receives
+	)
+	b := &fault{Backend: memlock.New(), acquire: func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		mu.Lock()
+		seen = append(seen, req.Reentry)
+		mu.Unlock()
+		return next(ctx, req)
+	}}
 	c := distlock.New(b)
 	id := distlock.NewOwnerID()
 	outer, err := c.Mutex("k").Lock(distlock.ContextWithOwner(ctx, id))
@@ -70,13 +65,13 @@ func TestReentrantMutex(t *testing.T) {
 		t.Errorf("held after every hold was unlocked")
 	}
 	// The backend never sees the secret, only a digest, the same each time.
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.seen) < 2 || b.seen[0] == "" || b.seen[0] != b.seen[1] {
-		t.Fatalf("identities sent: %q; want one digest, the same for both calls", b.seen)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 2 || seen[0] == "" || seen[0] != seen[1] {
+		t.Fatalf("identities sent: %q; want one digest, the same for both calls", seen)
 	}
-	if strings.Contains(b.seen[0], id.Secret()) {
-		t.Errorf("the backend received the secret itself: %q", b.seen[0])
+	if strings.Contains(seen[0], id.Secret()) {
+		t.Errorf("the backend received the secret itself: %q", seen[0])
 	}
 }
 
@@ -85,7 +80,7 @@ func TestReentrantMisuse(t *testing.T) {
 	id := distlock.NewOwnerID()
 	withID := distlock.ContextWithOwner(ctx, id)
 	c := distlock.New(memlock.New())
-	plain := distlock.New(plainOnly{memlock.New()})
+	plain := distlock.New(plainMem())
 	for name, tc := range map[string]struct {
 		try  func() (*distlock.Lock, error)
 		want error
@@ -243,17 +238,6 @@ func ExampleClient_Inspect() {
 	// Output: true mutex 1 1 invoice
 }
 
-// refusing refuses every request with err, as a backend refuses a key it
-// cannot store or a kind it does not offer.
-type refusing struct {
-	*memlock.Backend
-	err error
-}
-
-func (r refusing) Acquire(context.Context, driver.Request) (driver.Grant, error) {
-	return driver.Grant{}, r.err
-}
-
 // TestBackendRefuses: a request the backend refuses outright fails Lock at
 // once, rather than being retried until ctx ends.
 func TestBackendRefuses(t *testing.T) {
@@ -261,7 +245,11 @@ func TestBackendRefuses(t *testing.T) {
 		{fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey), distlock.ErrInvalidKey},
 		{fmt.Errorf("backend: no such kind: %w", errors.ErrUnsupported), errors.ErrUnsupported},
 	} {
-		c := distlock.New(refusing{memlock.New(), tc.err})
+		// The backend refuses every request, as one refuses a key it
+		// cannot store or a kind it does not offer.
+		c := distlock.New(&fault{Backend: memlock.New(), acquire: func(context.Context, driver.Request, acquireFunc) (driver.Grant, error) {
+			return driver.Grant{}, tc.err
+		}})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if _, err := c.Mutex("k").Lock(ctx); !errors.Is(err, tc.want) || ctx.Err() != nil {
 			t.Errorf("Lock refused with %v: %v (ctx: %v); want %v at once", tc.err, err, ctx.Err(), tc.want)

@@ -12,10 +12,10 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// flakyRelease wraps memlock with releases that fail, without releasing,
-// as a release sent into a connection blip or a busy store does.
-type flakyRelease struct {
-	*memlock.Backend
+// releaseFaults is a release hook that counts releases and fails the
+// next failures ones, without releasing, as a release sent into a
+// connection blip or a busy store does.
+type releaseFaults struct {
 	failures atomic.Int32 // releases still to fail
 	calls    atomic.Int32
 	// inFlight, if set, runs while the first release is in flight, before
@@ -25,21 +25,24 @@ type flakyRelease struct {
 
 var errBlip = errors.New("connection reset by peer")
 
-func (b *flakyRelease) Release(ctx context.Context, l driver.Lease) error {
-	if b.calls.Add(1) == 1 && b.inFlight != nil {
-		b.inFlight()
-	}
-	if b.failures.Add(-1) >= 0 {
-		return errBlip
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return b.Backend.Release(ctx, l)
+// memFault returns a memlock backend whose releases pass r.
+func (r *releaseFaults) memFault() *fault {
+	return &fault{Backend: memlock.New(), release: func(ctx context.Context, l driver.Lease, next releaseFunc) error {
+		if r.calls.Add(1) == 1 && r.inFlight != nil {
+			r.inFlight()
+		}
+		if r.failures.Add(-1) >= 0 {
+			return errBlip
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return next(ctx, l)
+	}}
 }
 
 // mustBeFree fails t unless another client can take key at once.
-func mustBeFree(t *testing.T, store *memlock.Backend, key string) {
+func mustBeFree(t *testing.T, store driver.Backend, key string) {
 	t.Helper()
 	l, err := distlock.New(store).Mutex(key).TryLock(context.Background())
 	if err != nil {
@@ -52,13 +55,14 @@ func mustBeFree(t *testing.T, store *memlock.Backend, key string) {
 // while Unlock's release is in flight. The release must still complete:
 // a release that stops with the context leaves the key held for its TTL.
 func TestUnlockCancelledMidRelease(t *testing.T) {
-	b := &flakyRelease{Backend: memlock.New()}
+	var r releaseFaults
+	b := r.memFault()
 	l, err := distlock.New(b).Mutex("job", distlock.WithTTL(time.Minute)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b.inFlight = cancel
+	r.inFlight = cancel
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock whose context was cancelled mid-release: %v; want nil", err)
 	}
@@ -68,16 +72,17 @@ func TestUnlockCancelledMidRelease(t *testing.T) {
 // TestUnlockRepeatsRelease: a release whose outcome is unknown is
 // repeated until the backend confirms it.
 func TestUnlockRepeatsRelease(t *testing.T) {
-	b := &flakyRelease{Backend: memlock.New()}
+	var r releaseFaults
+	b := r.memFault()
 	l, err := distlock.New(b).Mutex("job", distlock.WithTTL(time.Minute)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.failures.Store(3)
+	r.failures.Store(3)
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatalf("Unlock after 3 failed releases: %v; want nil", err)
 	}
-	if n := b.calls.Load(); n != 4 {
+	if n := r.calls.Load(); n != 4 {
 		t.Errorf("%d releases sent; want 4 (3 failed, 1 confirmed)", n)
 	}
 	mustBeFree(t, b.Backend, "job")
@@ -86,13 +91,14 @@ func TestUnlockRepeatsRelease(t *testing.T) {
 // TestUnlockGivesUpAtReleaseTimeout: a backend that keeps failing is not
 // retried past the release timeout, and Unlock reports its error.
 func TestUnlockGivesUpAtReleaseTimeout(t *testing.T) {
-	b := &flakyRelease{Backend: memlock.New()}
+	var r releaseFaults
+	b := r.memFault()
 	const timeout = 300 * time.Millisecond
 	l, err := distlock.New(b).Mutex("job", distlock.WithTTL(time.Minute), distlock.WithReleaseTimeout(timeout)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.failures.Store(1 << 30)
+	r.failures.Store(1 << 30)
 	start := time.Now()
 	err = l.Unlock(context.Background())
 	if !errors.Is(err, errBlip) {
@@ -101,7 +107,7 @@ func TestUnlockGivesUpAtReleaseTimeout(t *testing.T) {
 	if took := time.Since(start); took > timeout+5*time.Second {
 		t.Errorf("Unlock took %v; the release timeout is %v", took, timeout)
 	}
-	if n := b.calls.Load(); n < 2 {
+	if n := r.calls.Load(); n < 2 {
 		t.Errorf("%d releases sent; want repeats within the release timeout", n)
 	}
 	if err := l.Err(); !errors.Is(err, distlock.ErrLockReleased) {
@@ -112,7 +118,8 @@ func TestUnlockGivesUpAtReleaseTimeout(t *testing.T) {
 // TestNotHeldIsNotRepeated: ErrNotHeld is an outcome, not a failure to
 // retry.
 func TestNotHeldIsNotRepeated(t *testing.T) {
-	b := &flakyRelease{Backend: memlock.New()}
+	var r releaseFaults
+	b := r.memFault()
 	l, err := distlock.New(b).Mutex("job", distlock.WithTTL(time.Minute)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -124,32 +131,25 @@ func TestNotHeldIsNotRepeated(t *testing.T) {
 	if err := l.Unlock(context.Background()); !errors.Is(err, distlock.ErrLockLost) {
 		t.Fatalf("Unlock of a broken lock: %v; want ErrLockLost", err)
 	}
-	if n := b.calls.Load(); n != 1 {
+	if n := r.calls.Load(); n != 1 {
 		t.Errorf("%d releases sent for a lock not held; want 1", n)
 	}
-}
-
-// stalledRelease fails its first release with errBlip, as a refused
-// connection does, and holds every later one until its context ends, as a
-// busy machine can make the last repeat outlive the release timeout.
-type stalledRelease struct {
-	*memlock.Backend
-	calls atomic.Int32
-}
-
-func (b *stalledRelease) Release(ctx context.Context, l driver.Lease) error {
-	if b.calls.Add(1) == 1 {
-		return errBlip
-	}
-	<-ctx.Done()
-	return ctx.Err()
 }
 
 // TestUnlockNamesTheStoreAnswer: when the last repeat of a release only
 // runs out of time, Unlock still reports what the store answered before
 // (here, that the connection was reset), not only the deadline.
 func TestUnlockNamesTheStoreAnswer(t *testing.T) {
-	b := &stalledRelease{Backend: memlock.New()}
+	// The first release fails with errBlip, as a refused connection does,
+	// and every later one is held until its context ends, as a busy
+	// machine can make the last repeat outlive the release timeout.
+	var calls atomic.Int32
+	b := &fault{Backend: memlock.New(), release: func(ctx context.Context, l driver.Lease, next releaseFunc) error {
+		if calls.Add(1) == 1 {
+			return errBlip
+		}
+		return hangRelease(ctx, l, next)
+	}}
 	l, err := distlock.New(b).Mutex("job", distlock.WithTTL(time.Minute), distlock.WithReleaseTimeout(200*time.Millisecond)).Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestUnlockNamesTheStoreAnswer(t *testing.T) {
 	if !errors.Is(err, errBlip) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Unlock whose last repeat ran out of time: %v; want the store's earlier answer (%v) beside the deadline", err, errBlip)
 	}
-	if n := b.calls.Load(); n < 2 {
+	if n := calls.Load(); n < 2 {
 		t.Errorf("%d releases sent; want the failed one repeated", n)
 	}
 }

@@ -12,30 +12,31 @@ import (
 // call the payment provider"). A key is used either as a Mutex or as a
 // Semaphore, and every client must give it the same n. It is not
 // re-entrant: see [OwnerID].
-type Semaphore struct{ m *Mutex }
+type Semaphore struct{ d desc }
 
 // Semaphore returns the counting semaphore named key with n permits. Like
 // [Client.Mutex] it holds nothing by itself. Backends without semaphores
 // (see driver.Capabilities) make Acquire fail with an error wrapping
 // errors.ErrUnsupported; n < 1 makes it fail with [ErrInvalidArgument].
 func (c *Client) Semaphore(key string, n int, opts ...Option) *Semaphore {
-	m := c.lock(key, driver.Permit, opts)
-	m.limit = n
+	s := &Semaphore{}
+	c.describeLock(&s.d, key, driver.Permit, opts)
+	s.d.limit = n
 	if n < 1 {
-		m.opts.invalid("semaphore %q with %d permits; want at least 1", key, n)
+		s.d.opts.invalid("semaphore %q with %d permits; want at least 1", key, n)
 	}
-	return &Semaphore{m: m}
+	return s
 }
 
 // Key returns the semaphore's name.
-func (s *Semaphore) Key() string { return s.m.key }
+func (s *Semaphore) Key() string { return s.d.key }
 
 // Acquire takes a permit, waiting until one is free or ctx is done, as
 // [Mutex.Lock] waits. The returned [Lock] is the permit: its token is a
 // fencing token, its Done closes if the permit's lease is lost, and Unlock
 // gives it back.
-func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) { return s.m.Lock(ctx) }
+func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) { return s.d.lock(ctx) }
 
 // TryAcquire takes a permit if one is free, and returns [ErrNotObtained]
 // at once otherwise.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) { return s.m.TryLock(ctx) }
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) { return s.d.tryLock(ctx) }

@@ -8,14 +8,8 @@ import (
 	"testing"
 
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/memlock"
 )
-
-// plainOnly hides memlock's capabilities.
-type plainOnly struct{ *memlock.Backend }
-
-func (plainOnly) Capabilities() driver.Capabilities { return driver.Capabilities{} }
 
 func TestSemaphoreMisuse(t *testing.T) {
 	ctx := context.Background()
@@ -28,7 +22,7 @@ func TestSemaphoreMisuse(t *testing.T) {
 	if _, err := c.Semaphore("s", 2, distlock.WithFairness()).Acquire(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("fair semaphore: %v; want ErrUnsupported", err)
 	}
-	plain := distlock.New(plainOnly{memlock.New()})
+	plain := distlock.New(plainMem())
 	if _, err := plain.Semaphore("s", 2).TryAcquire(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("semaphore on a backend without them: %v; want ErrUnsupported", err)
 	}
@@ -59,7 +53,7 @@ func ExampleClient_Semaphore() {
 
 func TestRWMutexUnsupported(t *testing.T) {
 	ctx := context.Background()
-	plain := distlock.New(plainOnly{memlock.New()})
+	plain := distlock.New(plainMem())
 	if _, err := plain.RWMutex("k").RLock(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("RLock on a backend without read-write locks: %v; want ErrUnsupported", err)
 	}

@@ -3,7 +3,6 @@ package distlock_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,31 +13,18 @@ import (
 
 var errRefusedConn = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 
-// stalling wraps memlock: the first acquireErrs attempts fail with
+// stallAcquires is an acquire hook: the first n attempts fail with
 // errRefusedConn, later ones block until ctx ends and return ctx's error,
-// as a client does when the server stops answering. A blocking Release
-// also waits for its ctx to end.
-type stalling struct {
-	*memlock.Backend
-	acquireErrs     int32
-	attempts        atomic.Int32
-	blockingRelease bool
-}
-
-func (s *stalling) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if s.attempts.Add(1) <= s.acquireErrs {
-		return driver.Grant{}, errRefusedConn
-	}
-	<-ctx.Done()
-	return driver.Grant{}, ctx.Err()
-}
-
-func (s *stalling) Release(ctx context.Context, l driver.Lease) error {
-	if s.blockingRelease {
+// as a client does when the server stops answering.
+func stallAcquires(n int32) func(context.Context, driver.Request, acquireFunc) (driver.Grant, error) {
+	refuse := firstN(n)
+	return func(ctx context.Context, _ driver.Request, _ acquireFunc) (driver.Grant, error) {
+		if refuse() {
+			return driver.Grant{}, errRefusedConn
+		}
 		<-ctx.Done()
-		return ctx.Err()
+		return driver.Grant{}, ctx.Err()
 	}
-	return s.Backend.Release(ctx, l)
 }
 
 // TestLockKeepsRealLastError: the attempt that ctx's end interrupted says
@@ -47,7 +33,7 @@ func (s *stalling) Release(ctx context.Context, l driver.Lease) error {
 func TestLockKeepsRealLastError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := distlock.New(&stalling{Backend: memlock.New(), acquireErrs: 1}).Mutex("k").Lock(ctx)
+	_, err := distlock.New(&fault{Backend: memlock.New(), acquire: stallAcquires(1)}).Mutex("k").Lock(ctx)
 	for _, want := range []error{distlock.ErrNotObtained, context.DeadlineExceeded, errRefusedConn} {
 		if !errors.Is(err, want) {
 			t.Errorf("Lock: %v; want it to wrap %q", err, want)
@@ -65,7 +51,7 @@ func TestGivingUpDoesNotWaitForCleanup(t *testing.T) {
 		"TryLock": (*distlock.Mutex).TryLock,
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := &stalling{Backend: memlock.New(), blockingRelease: true}
+			b := &fault{Backend: memlock.New(), acquire: stallAcquires(0), release: hangRelease}
 			m := distlock.New(b, distlock.WithReleaseTimeout(releaseTimeout)).Mutex("k")
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()

@@ -12,40 +12,29 @@ import (
 	"github.com/distlock-go/distlock/memlock"
 )
 
-// intercept wraps memlock and hands every renewal to refresh, which decides
-// when (and whether) send delivers it to the store: a slow connection, a
-// lost reply, a backend with a large drift allowance.
-type intercept struct {
-	*memlock.Backend
-	refresh  func(ctx context.Context, ttl time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error)
-	validFor func(ttl time.Duration) time.Duration // the validity the backend reports, if set
-}
-
-func (b *intercept) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, err := b.Backend.Acquire(ctx, req)
-	if g.Acquired && b.validFor != nil {
-		g.ValidFor = b.validFor(req.TTL)
+// reportValidity makes f report the validity validFor(ttl) for every
+// grant and confirmed renewal, as a backend with a large drift allowance
+// or a slow multi-node round does.
+func reportValidity(f *fault, validFor func(ttl time.Duration) time.Duration) {
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		if g.Acquired {
+			g.ValidFor = validFor(req.TTL)
+		}
+		return g, err
 	}
-	return g, err
-}
-
-func (b *intercept) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	send := func(ctx context.Context) (time.Duration, error) {
-		valid, err := b.Backend.Refresh(ctx, l, ttl)
-		if err == nil && b.validFor != nil {
-			valid = b.validFor(ttl)
+	f.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+		valid, err := next(ctx, l, ttl)
+		if err == nil {
+			valid = validFor(ttl)
 		}
 		return valid, err
 	}
-	if b.refresh == nil {
-		return send(ctx)
-	}
-	return b.refresh(ctx, ttl, send)
 }
 
 // serverDeadline returns a lower bound of when the store lets key's lease
 // run out.
-func serverDeadline(t *testing.T, b *memlock.Backend, key string) time.Time {
+func serverDeadline(t *testing.T, b driver.Backend, key string) time.Time {
 	t.Helper()
 	before := time.Now()
 	info, err := b.Inspect(context.Background(), key)
@@ -81,20 +70,20 @@ func TestRenewalsAppliedInOrder(t *testing.T) {
 			const short, long = 2 * time.Second, 6 * time.Second
 			held, release, applied := make(chan struct{}), make(chan struct{}), make(chan struct{})
 			overtook := make(chan struct{}, 1)
-			b := &intercept{Backend: memlock.New()}
+			b := memFault()
 			var delayed atomic.Bool
-			b.refresh = func(ctx context.Context, ttl time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error) {
+			b.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
 				if ttl != short || !delayed.CompareAndSwap(false, true) { // only the first short one is delayed
 					if ttl == long {
 						overtook <- struct{}{}
 					}
-					return send(ctx)
+					return next(ctx, l, ttl)
 				}
 				close(held)
 				deliver := func() (time.Duration, error) {
 					<-release
 					defer close(applied)
-					return send(context.WithoutCancel(ctx)) // it is on the wire already
+					return next(context.WithoutCancel(ctx), l, ttl) // it is on the wire already
 				}
 				if tc.lost {
 					go func() { _, _ = deliver() }()
@@ -149,9 +138,9 @@ func TestRefreshOnEndedHandle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const ttl = 200 * time.Millisecond
 			held, release := make(chan struct{}), make(chan struct{})
-			b := &intercept{Backend: memlock.New()}
-			b.refresh = func(ctx context.Context, _ time.Duration, send func(context.Context) (time.Duration, error)) (time.Duration, error) {
-				valid, err := send(ctx) // applied by the store; the reply is slow
+			b := memFault()
+			b.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+				valid, err := next(ctx, l, ttl) // applied by the store; the reply is slow
 				close(held)
 				<-release
 				return valid, err
@@ -214,7 +203,10 @@ func TestRenewalScheduleFollowsValidity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := &intercept{Backend: memlock.New(), validFor: tc.validFor}
+			b := memFault()
+			if tc.validFor != nil {
+				reportValidity(b, tc.validFor)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			l, err := distlock.New(b, append(tc.opts, distlock.WithTTL(tc.ttl))...).Mutex("k").Lock(ctx)
@@ -227,10 +219,152 @@ func TestRenewalScheduleFollowsValidity(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			time.Sleep(2 * time.Second) // the old schedule let each of them expire by then
+			time.Sleep(2 * time.Second) // past each lease's validity: only renewals due within it keep it
 			if err := l.Err(); err != nil {
 				t.Fatalf("lease ended under a live holder with the watchdog on: %v", err)
 			}
 		})
+	}
+}
+
+// TestUnlockAtKeepsTheKeyUntilThen: the handle ends, the key stays held
+// until the given time and is free after it, with no release.
+func TestUnlockAtKeepsTheKeyUntilThen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := memlock.New()
+	c := distlock.New(store, distlock.WithTTL(30*time.Second))
+	l, err := c.Mutex("tick").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Second)
+	if err := l.UnlockAt(ctx, until); err != nil {
+		t.Fatalf("UnlockAt: %v", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done still open after UnlockAt")
+	}
+	if !errors.Is(l.Err(), distlock.ErrLockReleased) {
+		t.Errorf("Err after UnlockAt: %v; want ErrLockReleased", l.Err())
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, distlock.ErrLockReleased) {
+		t.Errorf("Unlock after UnlockAt: %v; want ErrLockReleased", err)
+	}
+	info, err := c.Inspect(ctx, "tick")
+	if err != nil || info.TTL > time.Second || (!info.Held && time.Now().Before(until)) {
+		t.Errorf("Inspect after UnlockAt: %+v, %v; want held until the lapse, for at most 1s", info, err)
+	}
+	if time.Now().Before(until) {
+		if l2, err := c.Mutex("tick").TryLock(ctx); err == nil {
+			if time.Now().Before(until) {
+				t.Error("TryLock before the lapse was granted")
+			}
+			_ = l2.Unlock(ctx)
+		}
+	}
+	// Free after the lapse: a waiter gets it soon after until.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l2, err := c.Mutex("tick").Lock(wctx)
+	if err != nil {
+		t.Fatalf("Lock after the lapse: %v", err)
+	}
+	if time.Now().Before(until) {
+		t.Errorf("granted %v before the lapse", time.Until(until))
+	}
+	_ = l2.Unlock(ctx)
+}
+
+// TestUnlockAtInThePastUnlocks, and on a lost lease reports the loss.
+func TestUnlockAtEdges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := memlock.New()
+	c := distlock.New(store)
+	l, err := c.Mutex("past").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.UnlockAt(ctx, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatalf("UnlockAt in the past: %v", err)
+	}
+	if info, _ := c.Inspect(ctx, "past"); info.Held {
+		t.Error("UnlockAt in the past left the key held; want it released")
+	}
+
+	l, err = c.Mutex("broken").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Expire("broken")
+	if err := l.UnlockAt(ctx, time.Now().Add(time.Minute)); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("UnlockAt of a lost lease: %v; want ErrLockLost", err)
+	}
+	//lint:ignore SA1012 testing that a nil context is rejected
+	if err := l.UnlockAt(nil, time.Now()); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("UnlockAt(nil): %v; want ErrInvalidArgument", err)
+	}
+}
+
+// TestUnlockAtStopsTheWatchdog: the watchdog renews nothing after UnlockAt,
+// so a short lapse is not extended to the TTL by a renewal in flight.
+func TestUnlockAtStopsTheWatchdog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := memlock.New()
+	c := distlock.New(store, distlock.WithTTL(2*time.Second), distlock.WithRefreshInterval(20*time.Millisecond))
+	l, err := c.Mutex("busy").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // several watchdog renewals
+	if err := l.UnlockAt(ctx, time.Now().Add(300*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if info, err := c.Inspect(ctx, "busy"); err != nil || info.Held {
+		t.Errorf("1s after a 300ms lapse: %+v, %v; want free", info, err)
+	}
+}
+
+// TestDoneClosesAtDeadlineDuringSlowUnlock: a release that outlasts the
+// lease must not keep Done open past ValidUntil; code working under
+// Lock.Context in another goroutine has to stop at the deadline.
+func TestDoneClosesAtDeadlineDuringSlowUnlock(t *testing.T) {
+	// The release takes until hold is closed, like one sent to a paused
+	// server.
+	hold := make(chan struct{})
+	b := &fault{Backend: memlock.New(), release: func(ctx context.Context, l driver.Lease, next releaseFunc) error {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		return next(ctx, l)
+	}}
+	l, err := distlock.New(b).Mutex("k", distlock.WithTTL(100*time.Millisecond)).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- l.Unlock(context.Background()) }()
+	deadline := l.ValidUntil()
+	select {
+	case <-l.Done():
+		if late := time.Since(deadline); late < 0 {
+			t.Fatalf("Done closed %v before the deadline, while the release was still pending", -late)
+		}
+	case <-time.After(time.Until(deadline) + 2*time.Second):
+		t.Fatal("Done still open 2s past ValidUntil while Unlock waits for the release")
+	}
+	if !errors.Is(l.Err(), distlock.ErrLockExpired) {
+		t.Errorf("Err %v, want ErrLockExpired", l.Err())
+	}
+	close(hold)
+	// The store let the key expire meanwhile, so the release finds it gone.
+	if err := <-unlocked; err != nil && !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("Unlock: %v, want nil or ErrLockLost", err)
 	}
 }
