@@ -271,7 +271,7 @@ const longTTLAdvice = "a lock held for longer needs no long TTL: the watchdog re
 
 // guardError is the error of an attempt that the restart guard refused.
 func guardError(key string, g driver.Grant) error {
-	return fmt.Errorf("%w: %q is refused for up to %v more because the store may have lost data; if its servers lost nothing (new, or persisting every write), Client.DeclareFresh ends the wait",
+	return fmt.Errorf("%w: %q is refused for up to %v more because the store may have lost data; if its servers lost nothing (new, or persisting every write), Client.DeclareFresh ends the wait, and servers that persist every write can say so once (redislock.WithDurableServers, restart_guard=durable in a URL)",
 		ErrRestartGuard, key, g.RetryAfter.Round(time.Second))
 }
 
