@@ -35,10 +35,14 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 			w.name = path.Base(n.path) // a re-entrant lease's node is not named by its owner
 		}
 	}
-	a, err := run(ctx, func() (armed, error) { return w.arm(time.Now().Add(-lineFresh), armed{}, true) })
+	a, err := run(ctx, func() (armed, error) { return w.arm(time.Now().Add(-lineFresh), armed{}) })
 	if err != nil {
 		return nil, err
 	}
+	// A release made before Watch returns is the caller's attempt's to
+	// see, made at once after it (see driver.Backend.Watch): waking the
+	// waiter for it would only make another attempt.
+	a.now = false
 	if owner == "" {
 		// A plain waiter: its owner is learned at its next attempt (see
 		// bindPlain), which then keeps a place in line.
@@ -150,14 +154,11 @@ const lineFresh = time.Second
 // serves: nodes behind a node only join the line, and nodes ahead of it
 // only leave, so a node still there when its watch is set is still the
 // one ahead (and a holder still the first); one gone by then is seen
-// gone (see below), and the line listed again. A watch still set on the
-// target, prev's, serves again.
-func (w *watch) arm(since time.Time, prev armed, again bool) (armed, error) {
+// gone (see armFrom). A watch still set on the target, prev's, serves
+// again.
+func (w *watch) arm(since time.Time, prev armed) (armed, error) {
 	conn := w.b.conn
-	w.mu.Lock()
-	hash, name := w.hash, w.name
-	w.mu.Unlock()
-	if hash != "" {
+	if w.owner() != "" {
 		// Until this listing sets a watch on the node ahead (see
 		// markWatched), the waiter's attempts list the line themselves.
 		w.b.unwatch(lease{w.lk.key, w.owner()})
@@ -175,10 +176,26 @@ func (w *watch) arm(since time.Time, prev armed, again bool) (armed, error) {
 		}
 		ls.names, ls.cversion = names, st.Cversion
 	}
-	names, start := ls.names, ls.at
 	if f := lineRead.Load(); f != nil {
 		(*f)()
 	}
+	return w.armFrom(ls, prev, stepsPast)
+}
+
+// stepsPast bounds how many nodes, found gone as their watch was set,
+// armFrom steps past in one listing.
+const stepsPast = 3
+
+// armFrom sets the watch from the listing ls. A node found gone as its
+// watch is set is dropped from the listing, and the watch set again from
+// the rest, at most steps times: the node before it, still there, is
+// then the one ahead (or the holder, the line's first).
+func (w *watch) armFrom(ls listing, prev armed, steps int) (armed, error) {
+	conn := w.b.conn
+	w.mu.Lock()
+	hash, name := w.hash, w.name
+	w.mu.Unlock()
+	names, start := ls.names, ls.at
 	// anyChange watches the whole line; the key may be free already if
 	// a node left since it was read.
 	anyChange := func(free bool) (armed, error) {
@@ -236,10 +253,11 @@ func (w *watch) arm(since time.Time, prev armed, again bool) (armed, error) {
 	if !ok {
 		// Gone since the line was read. ExistsW has then set a watch for
 		// the node's creation, which never comes (sequence numbers are not
-		// reused): look again at a line the waiter is in, or else watch
-		// the line, or nothing later would fire.
-		if i > 0 && again {
-			return w.arm(time.Now(), armed{}, false)
+		// reused): watch the node before it, or the line, or nothing
+		// later would fire.
+		if steps > 0 {
+			ls.names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == target.name })
+			return w.armFrom(ls, armed{}, steps-1)
 		}
 		return anyChange(true)
 	}
@@ -302,7 +320,7 @@ func (w *watch) loop(a armed) {
 		prev := a
 		for {
 			var err error
-			if a, err = w.arm(since, still, true); err == nil {
+			if a, err = w.arm(since, still); err == nil {
 				break
 			}
 			w.fire() // the waiter's next attempt reports the error

@@ -490,12 +490,13 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			b.remember(lk, n)
 			return b.granted(lk, n, req), nil
 		}
+		clear := b.clearLapsed
 		if req.Kind == driver.Exclusive {
 			// Only the first node holds a mutex: a lapsed node behind it
 			// is cleared once it is first, by the attempt after it.
-			bs = bs[:1]
+			clear = b.holderOf
 		}
-		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now, true)
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, true)
 		if err != nil {
 			return driver.Grant{}, err
 		}
@@ -736,10 +737,11 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
+		clear := b.clearLapsed
 		if req.Kind == driver.Exclusive {
-			bs = bs[:1] // see acquire
+			clear = b.holderOf // see acquire
 		}
-		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now, false)
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, false)
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
@@ -797,6 +799,21 @@ func (b *Backend) takeLine(key string, since time.Time) (listing, bool) {
 	}
 	delete(b.lines, key)
 	return l, true
+}
+
+// holderOf is clearLapsed for a mutex's line ahead of an attempt, bs,
+// whose first node holds it: it looks for the first node of bs still
+// there, and clears it if its lease lapsed. A node gone since the listing
+// (or cleared) lets the next one hold, which is then the line's first,
+// judged as such (nodes ahead of a node only leave): no listing again.
+// It reports freed when every node of bs is gone.
+func (b *Backend) holderOf(parent string, bs []child, _ int64, now *int64, recent bool) (freed bool, until int64, err error) {
+	for j, c := range bs {
+		if freed, until, err = b.clearLapsed(parent, bs[j:j+1], c.seq, now, recent); err != nil || !freed {
+			return freed, until, err
+		}
+	}
+	return true, until, nil
 }
 
 // seenLease is what this client last read of another's node: when it was
