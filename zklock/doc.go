@@ -96,7 +96,15 @@
 // no second write to wait. A waiter's attempt made just after its watch
 // listed the line and found it waiting, while the lease in its way has
 // not ended and its place needs no renewal, is refused from that listing
-// without a round trip.
+// without a round trip. A watch opened or moved after an attempt listed
+// the line sets itself from that listing: a node ahead of the waiter's
+// that is still there when the watch is set is still the one ahead, since
+// nodes ahead only leave. A waiter whose own listing finds it first takes
+// the lock from its place too, as a handed-over one does, instead of
+// writing. A waiter's attempt does not read again the lease of a holder
+// this client read within the last second, unless that reading says the
+// lease may have ended: a renewal only extends it (a shorter TTL's puts
+// off the waiter's clearing of it by a look, never grants it early).
 //
 // A create whose reply is lost leaves its node in the line: the owner is
 // then marked uncertain, and its next call (the retry of Acquire, or

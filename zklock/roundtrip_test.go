@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,5 +338,87 @@ func testNoLostWakeUp(t *testing.T, addrs []string) {
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// opNames names the opcodes of the requests a lock cycle sends.
+var opNames = map[int32]string{1: "create", 2: "delete", 3: "exists", 4: "getData", 5: "setData",
+	8: "getChildren", opSync: "sync", opGetChildren2: "getChildren2", 14: "multi", 19: "createContainer", 101: "setWatches"}
+
+// isWrite reports whether a request of opcode op writes.
+func isWrite(op int32) bool { return op == 1 || op == 2 || op == 5 || op == 14 || op == 19 }
+
+// testWaiterRequests: a waiter's whole cycle on a busy mutex, from its
+// Lock to its Unlock (its attempts, its watch, the hand-off and its
+// release), sends two writes, its node's making and its release, and
+// three reads: the listing that finds it in line, a read of the holder's
+// lease, and the watch of the node ahead of it. A plain waiter's first
+// attempt, which keeps no place, looks first (a sync, a listing and a
+// read of the holder's lease): two more. Its watch sets itself from its
+// attempts' listings, and its attempt does not read again the holder it
+// has just read.
+func testWaiterRequests(t *testing.T, addrs []string) {
+	for _, fair := range []bool{false, true} {
+		key, want := "waiter-requests", 5
+		// A place in line (three safety polls and a second) as long as
+		// the TTL, and a session that shortens neither: the waiter's node
+		// is made as its place, and its grant not renewed at once (see
+		// distlock's short grants).
+		const session = 20 * time.Second
+		opts := []distlock.Option{distlock.WithTTL(10 * time.Second), distlock.WithSafetyPoll(4500 * time.Millisecond)}
+		if fair {
+			key, want = key+"-fair", 3
+			opts = append(opts, distlock.WithFairness())
+		}
+		ctx := ctxFor(t, 30*time.Second)
+		holder := distlock.New(newBackend(t, addrs, session), opts...).Mutex(key)
+		h, err := holder.Lock(ctx)
+		if err != nil {
+			t.Fatalf("holder's Lock: %v", err)
+		}
+		rec := &recorder{}
+		b := zklock.New(dial(t, addrs, session, rec.dial), session)
+		t.Cleanup(func() { _ = b.Close() })
+		waiter := distlock.New(b, opts...).Mutex(key)
+		// The waiter's client has seen the key busy, as a holder asking
+		// again at once has.
+		if l, err := waiter.TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+			t.Fatalf("waiter's TryLock: %v, %v; want ErrNotObtained", l, err)
+		}
+		mark := rec.len()
+		done := make(chan error, 1)
+		go func() {
+			l, err := waiter.Lock(ctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			done <- err
+		}()
+		awaitLine(t, addrs, key, 2)
+		for n := -1; n != len(rec.calls(mark)); { // its attempts and its watch are done
+			n = len(rec.calls(mark))
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatalf("holder's Unlock: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("fair %v: waiter's Lock and Unlock: %v", fair, err)
+		}
+		var writes, reads []string
+		for _, q := range rec.calls(mark) {
+			name, ok := opNames[q.op]
+			if !ok {
+				name = strconv.Itoa(int(q.op))
+			}
+			if isWrite(q.op) {
+				writes = append(writes, name)
+			} else {
+				reads = append(reads, name)
+			}
+		}
+		if len(writes) > 2 || len(reads) > want {
+			t.Errorf("fair %v: a waiter's cycle sent writes %v and reads %v; want at most 2 and %d", fair, writes, reads, want)
+		}
 	}
 }

@@ -24,8 +24,9 @@ const (
 // request is one request a client sent: its opcode and, for the ones the
 // tests look at, its path.
 type request struct {
-	op   int32
-	path string
+	op    int32
+	path  string
+	watch bool // a listing that sets a watch
 }
 
 // recorder is a zk.Dialer that records the requests sent on its
@@ -85,6 +86,7 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 		if body := frame[8:]; (req.op == opSync || req.op == opGetChildren2) && len(body) >= 4 {
 			if l := int(binary.BigEndian.Uint32(body)); len(body) >= 4+l {
 				req.path = string(body[4 : 4+l])
+				req.watch = req.op == opGetChildren2 && len(body) > 4+l && body[4+l] != 0
 			}
 		}
 		c.r.mu.Lock()

@@ -35,10 +35,14 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 			w.name = path.Base(n.path) // a re-entrant lease's node is not named by its owner
 		}
 	}
-	a, err := run(ctx, w.arm)
+	a, err := run(ctx, func() (armed, error) { return w.arm(time.Now().Add(-lineFresh), armed{}) })
 	if err != nil {
 		return nil, err
 	}
+	// A release made before Watch returns is the caller's attempt's to
+	// see, made at once after it (see driver.Backend.Watch): waking the
+	// waiter for it would only make another attempt.
+	a.now = false
 	if owner == "" {
 		// A plain waiter: its owner is learned at its next attempt (see
 		// bindPlain), which then keeps a place in line.
@@ -51,14 +55,33 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	return w, nil
 }
 
-// bind makes w the watch of owner's place in line.
+// bind makes w the watch of owner's place in line. A plain waiter's
+// watch, bound before its owner's node is made, watches the node ahead of
+// it once an attempt has listed the line with it (see placed).
 func (w *watch) bind(owner string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lk.owner, w.hash = owner, ownerHash(owner)
-	select {
-	case w.rearm <- struct{}{}: // watch the node ahead of the new place
-	default:
+	w.unplaced = w.plain || w.unplaced
+}
+
+// placed tells the plain waiter's watch of the owner, bound before the
+// owner's node was made, that an attempt listed the line with that node
+// in it: the watch moves to the node ahead of it, from that listing.
+func (b *Backend) placed(lk lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, w := range b.plain[lk.key] {
+		w.mu.Lock()
+		move := w.lk.owner == lk.owner && w.unplaced
+		w.unplaced = w.unplaced && !move
+		w.mu.Unlock()
+		if move {
+			select {
+			case w.rearm <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
@@ -78,10 +101,11 @@ type watch struct {
 	rearm  chan struct{} // the owner was bound: watch the node ahead of its place
 	once   sync.Once
 
-	mu   sync.Mutex
-	lk   lease  // the key, and the waiter's owner or ""
-	hash string // the waiter's owner hash, or ""
-	name string // the waiter's node, if known
+	mu       sync.Mutex
+	lk       lease  // the key, and the waiter's owner or ""
+	hash     string // the waiter's owner hash, or ""
+	name     string // the waiter's node, if known
+	unplaced bool   // a plain waiter's, bound to an owner whose node no listing has shown it yet
 }
 
 // armed is one ZooKeeper watch in place; now says the key may be free
@@ -91,6 +115,7 @@ type armed struct {
 	events   <-chan zk.Event
 	now      bool
 	sole     string // the waiter's node, when the watched node is the only one ahead of it
+	target   string // the watched node, if one node is watched
 	first    bool   // the waiter's node is first: nothing is watched (see loop)
 	children bool
 	names    []string
@@ -119,29 +144,58 @@ const handOverGrace = 200 * time.Millisecond
 // setting the watch: the moment a node can leave unseen.
 var lineRead atomic.Pointer[func()]
 
+// lineFresh is how long after an attempt listed a key's line a watch
+// opened or moved for a waiter of that key sets itself from that listing.
+const lineFresh = time.Second
+
 // arm sets the watch that the next release the waiter cares about fires.
-func (w *watch) arm() (armed, error) {
+// It starts from a listing of the line that an attempt of this client
+// began after since, if there is one, else it lists the line. Any listing
+// serves: nodes behind a node only join the line, and nodes ahead of it
+// only leave, so a node still there when its watch is set is still the
+// one ahead (and a holder still the first); one gone by then is seen
+// gone (see armFrom). A watch still set on the target, prev's, serves
+// again.
+func (w *watch) arm(since time.Time, prev armed) (armed, error) {
 	conn := w.b.conn
-	start := time.Now()
-	w.mu.Lock()
-	hash, name := w.hash, w.name
-	w.mu.Unlock()
-	if hash != "" {
+	if w.owner() != "" {
 		// Until this listing sets a watch on the node ahead (see
 		// markWatched), the waiter's attempts list the line themselves.
 		w.b.unwatch(lease{w.lk.key, w.owner()})
 	}
-	names, st, err := conn.Children(w.parent)
-	if errors.Is(err, zk.ErrNoNode) { // never locked: free
-		_, _, events, err := conn.ExistsW(w.parent)
-		return armed{events: events, now: true}, err
-	}
-	if err != nil {
-		return armed{}, err
+	ls, ok := w.b.takeLine(w.lk.key, since)
+	if !ok {
+		ls.at = time.Now()
+		names, st, err := conn.Children(w.parent)
+		if errors.Is(err, zk.ErrNoNode) { // never locked: free
+			_, _, events, err := conn.ExistsW(w.parent)
+			return armed{events: events, now: true}, err
+		}
+		if err != nil {
+			return armed{}, err
+		}
+		ls.names, ls.cversion = names, st.Cversion
 	}
 	if f := lineRead.Load(); f != nil {
 		(*f)()
 	}
+	return w.armFrom(ls, prev, stepsPast)
+}
+
+// stepsPast bounds how many nodes, found gone as their watch was set,
+// armFrom steps past in one listing.
+const stepsPast = 3
+
+// armFrom sets the watch from the listing ls. A node found gone as its
+// watch is set is dropped from the listing, and the watch set again from
+// the rest, at most steps times: the node before it, still there, is
+// then the one ahead (or the holder, the line's first).
+func (w *watch) armFrom(ls listing, prev armed, steps int) (armed, error) {
+	conn := w.b.conn
+	w.mu.Lock()
+	hash, name := w.hash, w.name
+	w.mu.Unlock()
+	names, start := ls.names, ls.at
 	// anyChange watches the whole line; the key may be free already if
 	// a node left since it was read.
 	anyChange := func(free bool) (armed, error) {
@@ -150,7 +204,7 @@ func (w *watch) arm() (armed, error) {
 			return armed{}, err
 		}
 		a := armed{events: events, children: true, names: again, cversion: st2.Cversion}
-		a.now = free || !onlyAdded(armed{children: true, names: names, cversion: st.Cversion}, a)
+		a.now = free || !onlyAdded(armed{children: true, names: names, cversion: ls.cversion}, a)
 		return a, nil
 	}
 	kids := line(names)
@@ -183,9 +237,12 @@ func (w *watch) arm() (armed, error) {
 	default: // readers or permits hold it: any leaving may let a waiter in
 		return anyChange(false)
 	}
-	ok, _, events, err := conn.ExistsW(w.parent + "/" + target.name)
-	if err != nil {
-		return armed{}, err
+	ok, events := true, prev.events
+	if prev.target != target.name || events == nil || len(events) > 0 {
+		var err error
+		if ok, _, events, err = conn.ExistsW(w.parent + "/" + target.name); err != nil {
+			return armed{}, err
+		}
 	}
 	var sole string
 	if i == 1 && (kids[1].kind == driver.Exclusive || kids[1].kind == driver.Write) && !kids[1].reentrant {
@@ -196,13 +253,18 @@ func (w *watch) arm() (armed, error) {
 	if !ok {
 		// Gone since the line was read. ExistsW has then set a watch for
 		// the node's creation, which never comes (sequence numbers are not
-		// reused): watch the line instead, or nothing later would fire.
+		// reused): watch the node before it, or the line, or nothing
+		// later would fire.
+		if steps > 0 {
+			ls.names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == target.name })
+			return w.armFrom(ls, armed{}, steps-1)
+		}
 		return anyChange(true)
 	}
 	if i > 0 && (kids[i].kind == driver.Exclusive || kids[i].kind == driver.Write) && !kids[i].reentrant {
 		w.b.markWatched(lease{w.lk.key, w.owner()}, kids[i].name, start)
 	}
-	return armed{events: events, sole: sole}, nil
+	return armed{events: events, sole: sole, target: target.name}, nil
 }
 
 func (w *watch) loop(a armed) {
@@ -222,12 +284,16 @@ func (w *watch) loop(a armed) {
 			// only if the watch is still wanted a while later.
 			events = nil
 		}
+		since, still := time.Now().Add(-lineFresh), armed{}
 		select {
 		case ev = <-events:
+			since = time.Now()
 		case <-afterIf(a.first, handOverGrace):
 			ev.Type = zk.EventNodeDataChanged // no news: only look again
-		case <-w.rearm:
+			since = time.Now()
+		case <-w.rearm: // an attempt has just listed the line
 			ev.Type = zk.EventNodeDataChanged
+			still = a
 		case <-w.stop:
 			return
 		case <-w.b.closed:
@@ -254,11 +320,12 @@ func (w *watch) loop(a armed) {
 		prev := a
 		for {
 			var err error
-			if a, err = w.arm(); err == nil {
+			if a, err = w.arm(since, still); err == nil {
 				break
 			}
 			w.fire() // the waiter's next attempt reports the error
 			fired = true
+			since, still = time.Now(), armed{}
 			select {
 			case <-time.After(200 * time.Millisecond):
 			case <-w.stop:

@@ -68,6 +68,8 @@ type Backend struct {
 	refused  map[lease]time.Time  // owners whose last attempt was refused, and left no node
 	purged   time.Time            // when refused was last rid of old entries
 	plain    map[string][]*watch  // the open watches of plain mutex waiters, by key (see plainPlace)
+	lines    map[string]listing   // the last listing of each key's line by an attempt, until a watch takes it
+	seen     map[string]seenLease // other clients' nodes by path, as read lately (see recentLease)
 	busy     map[string]time.Time // keys by when this client last found others in their line
 	sess     *session
 	closed   chan struct{}
@@ -148,7 +150,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
 		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), closed: make(chan struct{})}
+		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), seen: make(map[string]seenLease), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -439,7 +441,8 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		stamped = made.Wait == 0
 	}
 	for tries := 0; ; tries++ {
-		names, _, err := b.conn.Children(parent)
+		listed := time.Now()
+		names, st, err := b.conn.Children(parent)
 		if err != nil {
 			return driver.Grant{}, err
 		}
@@ -450,7 +453,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
 		}
 		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -466,8 +469,12 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
 			if !stamped {
-				// First in line: nothing can come ahead of it now, and
-				// the write starts the lease.
+				// First in line: nothing can come ahead of it now. Its
+				// place, written lately, holds it for a while yet (see
+				// fromPlace); else the write starts the lease.
+				if g, ok := b.fromPlace(lk, n, req); ok {
+					return g, nil
+				}
 				sent := time.Now()
 				st, err := b.conn.Set(n.path, data.encode(), -1)
 				if errors.Is(err, zk.ErrNoNode) {
@@ -483,12 +490,13 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			b.remember(lk, n)
 			return b.granted(lk, n, req), nil
 		}
+		clear := b.clearLapsed
 		if req.Kind == driver.Exclusive {
 			// Only the first node holds a mutex: a lapsed node behind it
 			// is cleared once it is first, by the attempt after it.
-			bs = bs[:1]
+			clear = b.holderOf
 		}
-		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, true)
 		if err != nil {
 			return driver.Grant{}, err
 		}
@@ -503,6 +511,8 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			retry = time.Millisecond
 		}
 		n.tried, n.retryAt = tried, time.Now().Add(retry)
+		b.noteLine(req.Key, listing{names: names, cversion: st.Cversion, at: listed})
+		b.placed(lk)
 		return b.wait(lk, n, req, retry)
 	}
 }
@@ -515,7 +525,20 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 // little is left, or when the session changed since (the node went with
 // the old one): the attempt then writes and lists as usual.
 func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Grant, bool) {
-	if !n.first || n.data.Held || n.wrote.IsZero() || n.reentry != "" {
+	if !n.first || n.data.Held {
+		return driver.Grant{}, false
+	}
+	return b.fromPlace(lk, n, req)
+}
+
+// fromPlace grants req without a round trip to the owner's node n, first
+// in line: its lease is what is left of its place (the shorter of its
+// Span and Wait), counted from this client's last write of it, which
+// every other client judges it by at least. It declines when too little
+// is left, or when the session changed since (the node went with the old
+// one).
+func (b *Backend) fromPlace(lk lease, n *node, req driver.Request) (driver.Grant, bool) {
+	if n.wrote.IsZero() || n.reentry != "" {
 		return driver.Grant{}, false
 	}
 	valid := b.validFor(time.Duration(n.data.lease(false)) * time.Millisecond)
@@ -524,7 +547,9 @@ func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Gran
 		return driver.Grant{}, false
 	}
 	left = min(left, b.validFor(req.TTL))
-	n.data.Held, n.data.Since, n.data.Meta = true, time.Now().UnixMilli(), req.Meta
+	// The node's next write (its renewal) stamps it as a holding, first
+	// in line, judged by its Span alone.
+	n.data.Held, n.data.Wait, n.data.Since, n.data.Meta = true, 0, time.Now().UnixMilli(), req.Meta
 	b.mu.Lock()
 	if m := b.nodes[lk]; m != nil && m.path == n.path && m.version == n.version {
 		m.data = n.data
@@ -667,9 +692,19 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 // after clearing the lapsed leases in the way. It writes nothing unless
 // a lease in the way may have lapsed.
 func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, blocked bool, err error) {
-	synced := false
+	// A first attempt is refused only by a holding that was there when
+	// it began, and the server may lag behind a release made before: a
+	// mutex's attempt, which looks only while its key is busy, syncs the
+	// server before it lists the line.
+	synced := req.Kind == driver.Exclusive
+	if synced {
+		if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return driver.Grant{}, false, err
+		}
+	}
 	for tries := 0; ; tries++ {
-		names, _, err := b.conn.Children(parent)
+		listed := time.Now()
+		names, st, err := b.conn.Children(parent)
 		if errors.Is(err, zk.ErrNoNode) {
 			return driver.Grant{}, false, nil
 		}
@@ -679,7 +714,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		kids := line(names)
 		var now int64 // learned only if needed
 		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
 			if err != nil {
 				return driver.Grant{}, false, err
 			}
@@ -702,20 +737,11 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if len(bs) == 0 {
 			return driver.Grant{}, false, nil
 		}
+		clear := b.clearLapsed
 		if req.Kind == driver.Exclusive {
-			if !synced {
-				// A first attempt is refused only by a holding that
-				// was there when it began: the server may lag behind a
-				// release made before.
-				if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
-					return driver.Grant{}, false, err
-				}
-				synced = true
-				continue
-			}
-			bs = bs[:1] // see acquire
+			clear = b.holderOf // see acquire
 		}
-		freed, until, err := b.clearLapsed(parent, bs, kids[0].seq, &now)
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, false)
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
@@ -728,8 +754,96 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if now == 0 {
 			now = b.leaderNow()
 		}
+		b.noteLine(req.Key, listing{names: names, cversion: st.Cversion, at: listed})
 		return driver.Grant{RetryAfter: max(time.Duration(until-now)*time.Millisecond, time.Millisecond)}, true, nil
 	}
+}
+
+// listing is one listing of a key's line, begun at at.
+type listing struct {
+	names    []string
+	cversion int32
+	at       time.Time
+}
+
+// noteLine keeps l, the listing of key's line by a refused attempt, for
+// the waiter's watch (see watch.arm).
+func (b *Backend) noteLine(key string, l listing) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pruneStale(b.lines, func(l listing) time.Time { return l.at })
+	b.lines[key] = l
+}
+
+// pruneStale deletes the entries of m older than lineFresh, by at, once
+// m has more than a few.
+func pruneStale[K comparable, V any](m map[K]V, at func(V) time.Time) {
+	if len(m) <= 64 {
+		return
+	}
+	for k, v := range m {
+		if time.Since(at(v)) >= lineFresh {
+			delete(m, k)
+		}
+	}
+}
+
+// takeLine returns, and forgets, the listing of key's line an attempt
+// began after since, if there is one.
+func (b *Backend) takeLine(key string, since time.Time) (listing, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, ok := b.lines[key]
+	if !ok || !l.at.After(since) {
+		return listing{}, false
+	}
+	delete(b.lines, key)
+	return l, true
+}
+
+// holderOf is clearLapsed for a mutex's line ahead of an attempt, bs,
+// whose first node holds it: it looks for the first node of bs still
+// there, and clears it if its lease lapsed. A node gone since the listing
+// (or cleared) lets the next one hold, which is then the line's first,
+// judged as such (nodes ahead of a node only leave): no listing again.
+// It reports freed when every node of bs is gone.
+func (b *Backend) holderOf(parent string, bs []child, _ int64, now *int64, recent bool) (freed bool, until int64, err error) {
+	for j, c := range bs {
+		if freed, until, err = b.clearLapsed(parent, bs[j:j+1], c.seq, now, recent); err != nil || !freed {
+			return freed, until, err
+		}
+	}
+	return true, until, nil
+}
+
+// seenLease is what this client last read of another's node: when it was
+// last written, on the leader's clock, and its lease.
+type seenLease struct {
+	mtime      int64
+	span, wait int64
+	at         time.Time // when it was read
+}
+
+// noteLease records a reading of the node at path.
+func (b *Backend) noteLease(path string, mtime int64, d nodeData) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pruneStale(b.seen, func(s seenLease) time.Time { return s.at })
+	b.seen[path] = seenLease{mtime: mtime, span: d.Span, wait: d.Wait, at: time.Now()}
+}
+
+// recentLease returns when the lease of the node at path ends, on the
+// leader's clock, by this client's reading of it within lineFresh. A
+// later write of the node only renews it, or shortens its lease by a
+// renewal of a shorter TTL: a waiter then clears it a look later.
+func (b *Backend) recentLease(path string, first bool) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.seen[path]
+	if !ok || time.Since(s.at) >= lineFresh {
+		return 0, false
+	}
+	return s.mtime + nodeData{Span: s.span, Wait: s.wait}.lease(first), true
 }
 
 // busyFor is how long a key stays busy (see isBusy) after this client
@@ -1025,17 +1139,30 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 // the lease in the way ends: the first node's, or for a semaphore the
 // first to end among the permits. *now is the leader's clock at the
 // caller's last write, or 0: then a write learns it if a node seems to
-// have lapsed.
-func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64) (freed bool, until int64, err error) {
+// have lapsed. With recent, a node this client read lately (see
+// recentLease) is not read again while it has not lapsed by that reading:
+// a waiter's attempt, whose refusal only puts off its next look.
+func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64, recent bool) (freed bool, until int64, err error) {
 	for i, c := range bs {
-		raw, st, err := b.conn.Get(parent + "/" + c.name)
+		p := parent + "/" + c.name
+		if recent {
+			if lapse, ok := b.recentLease(p, c.seq == head); ok && lapse > max(*now, b.leaderNow()) {
+				if i == 0 || c.kind == driver.Permit && lapse < until {
+					until = lapse
+				}
+				continue
+			}
+		}
+		raw, st, err := b.conn.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {
 			return true, until, nil
 		}
 		if err != nil {
 			return false, 0, err
 		}
-		lapse := st.Mtime + decodeData(raw).lease(c.seq == head)
+		d := decodeData(raw)
+		b.noteLease(p, st.Mtime, d)
+		lapse := st.Mtime + d.lease(c.seq == head)
 		if i == 0 || c.kind == driver.Permit && lapse < until {
 			until = lapse
 		}
