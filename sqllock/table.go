@@ -120,12 +120,12 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 			}
 		case MySQL:
 			var res sql.Result
-			if res, err = b.db.ExecContext(ctx, b.acquire.query, args...); err == nil {
+			if res, err = b.execHot(ctx, b.acquire, args...); err == nil {
 				a.token, err = res.LastInsertId()
 				a.granted = a.token > 0
 			}
 		default:
-			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.token)
+			err = b.scanHot(ctx, b.acquire, args, &a.token)
 			a.granted = err == nil
 			if errors.Is(err, sql.ErrNoRows) {
 				err = nil
