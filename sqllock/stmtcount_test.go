@@ -207,7 +207,9 @@ func requests(log []string) []string {
 
 // testStatements checks that an uncontended acquire and its release make
 // one request of the server each: a statement prepared once per
-// connection, not prepared and closed at each call, and no transaction.
+// connection, not prepared and closed at each call, and no transaction;
+// on PostgreSQL, a connection-scoped lock too (the native lock and the
+// row in one statement).
 func testStatements(t *testing.T, d database, opts ...sqllock.Option) {
 	db, c := d.counting(t)
 	b := d.backendOn(t, db, opts...)
@@ -239,6 +241,11 @@ func testStatements(t *testing.T, d database, opts ...sqllock.Option) {
 func TestStatementsPostgres(t *testing.T) {
 	_, d := startPostgres(t)
 	testStatements(t, d)
+}
+
+func TestStatementsPostgresConnScope(t *testing.T) {
+	_, d := startPostgres(t)
+	testStatements(t, d, sqllock.WithConnectionScope())
 }
 
 func TestStatementsMariaDB(t *testing.T) {
