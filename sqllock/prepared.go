@@ -7,7 +7,8 @@ import (
 )
 
 // prepared keeps the statements of the hot path (acquire, release,
-// refresh) prepared on the pool, each connection preparing a statement
+// refresh, a refusal's reading of the row, a waiter's poll) prepared on
+// the pool, each connection preparing a statement
 // once. Without it, MySQL's driver prepares, executes and closes a
 // statement with arguments on every call (the server parses it each
 // time), and SQLite compiles it each time. PostgreSQL's pgx keeps its own
