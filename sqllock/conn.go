@@ -92,7 +92,7 @@ type connMode struct {
 	done     chan struct{}
 	serverOK bool // the server's version was checked
 
-	acquire, take, mark, refresh, release, unset, free, state stmt
+	acquire, grab, take, refresh, release, unset, free, state stmt
 }
 
 type leaseID struct{ key, owner string }
@@ -167,10 +167,10 @@ func (b *Backend) prepareConnStatements() {
 	// $1 name, $2 native lock (key or name); refused: the row's remaining
 	// lease; and the row's family.
 	const row = `(SELECT expires_us - {now} FROM {table} WHERE name = $1), (SELECT kind FROM {table} WHERE name = $1)`
-	if b.dialect == Postgres {
-		c.acquire = p(`SELECT pg_try_advisory_lock($2), pg_backend_pid(), ` + row)
-	} else {
-		c.acquire = p(`SELECT COALESCE(GET_LOCK($2, 0), 0), CONNECTION_ID(), ` + row)
+	if b.dialect != Postgres { // PostgreSQL's is grab, below
+		// And the holding's mark ($3), once the key's lock is granted:
+		// 0 refused, 1 granted without the mark, 2 both.
+		c.acquire = p(`SELECT CASE WHEN GET_LOCK($2, 0) = 1 THEN 1 + COALESCE(GET_LOCK($3, 0), 0) ELSE 0 END, CONNECTION_ID(), ` + row)
 	}
 	// The native lock is held: the next token, whatever the row said,
 	// unless the row was last taken as another family (see kinds.go).
@@ -191,7 +191,24 @@ func (b *Backend) prepareConnStatements() {
 		owners = IF(kind <> 0, owners, $2), holds = IF(kind <> 0, holds, 1),
 		expires_us = IF(kind <> 0, expires_us, {now} + $3), since_us = IF(kind <> 0, since_us, {now}),
 		meta = IF(kind <> 0, meta, $4), reentry = IF(kind <> 0, reentry, '')`)
-		c.mark = p(`SELECT GET_LOCK($1, 0)`)
+	}
+	if b.dialect == Postgres {
+		// One round trip for the usual attempt: the native lock, and if
+		// it is granted the take above, in one statement. The lock is
+		// tried first (g is evaluated once, before the INSERT reads it);
+		// the subqueries read the row as it was before, for the refusal's
+		// wait and for a row of another family, which the INSERT leaves
+		// alone (no token: the attempt goes on as two statements). $8 the
+		// native key.
+		c.grab = p(`WITH g AS MATERIALIZED (SELECT pg_try_advisory_lock($8) AS got),
+up AS (INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
+	SELECT $1, $2, {newtoken}, 1, {now} + $3, {now}, $4, '' FROM g WHERE g.got
+	ON CONFLICT (name) DO UPDATE SET token = GREATEST(nextval('{seq}'), t.token + 1), owners = $2, holds = 1,
+		expires_us = {now} + $3, since_us = {now}, meta = $4, reentry = ''
+	WHERE t.kind = 0
+	RETURNING t.token, set_config('idle_session_timeout', $5, false) AS setting, pg_try_advisory_lock($6::INT4, $7::INT4) AS marked)
+SELECT g.got, pg_backend_pid(), up.token, COALESCE(up.marked, false), ` + row + `
+FROM g LEFT JOIN up ON true`)
 	}
 	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 idle limit (ms).
 	if b.dialect == Postgres {
@@ -302,8 +319,18 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		got        bool
 		server     int64
 		left, kind sql.NullInt64
+		taken      sql.NullInt64 // PostgreSQL: the token, if the attempt took the row too
+		marked     bool
 	)
-	err = conn.QueryRowContext(ctx, c.acquire.query, c.acquire.args(req.Key, b.nativeKey(req.Key))...).Scan(&got, &server, &left, &kind)
+	l = &connLease{id: id, conn: conn, mark: newMark(), lost: make(chan struct{})}
+	args := c.take.args(req.Key, listed(req.Owner), micros(req.TTL), meta, idleMS(req.TTL), l.mark.hi, l.mark.lo)
+	if b.dialect == Postgres {
+		err = conn.QueryRowContext(ctx, c.grab.query, append(args, b.nativeKey(req.Key))...).Scan(&got, &server, &taken, &marked, &left, &kind)
+	} else {
+		var granted int64
+		err = conn.QueryRowContext(ctx, c.acquire.query, c.acquire.args(req.Key, b.nativeKey(req.Key), l.mark.name())...).Scan(&granted, &server, &left, &kind)
+		got, marked = granted > 0, granted == 2
+	}
 	if err != nil {
 		discard(conn) // frees the native lock if the reply was lost
 		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
@@ -316,7 +343,8 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		}
 		return g, nil
 	}
-	if kind.Int64 != 0 {
+	l.server = server
+	if kind.Int64 != 0 && !taken.Valid {
 		// The row was last taken as another family: the holds table says
 		// whether that family still holds the key.
 		if err := b.settleKind(ctx, req); err != nil {
@@ -324,20 +352,17 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 			return driver.Grant{}, err
 		}
 	}
-	l = &connLease{id: id, conn: conn, server: server, mark: newMark(), lost: make(chan struct{})}
-	var (
-		token  int64
-		marked bool
-	)
-	args := c.take.args(req.Key, listed(req.Owner), micros(req.TTL), meta, idleMS(req.TTL), l.mark.hi, l.mark.lo)
-	if b.dialect == Postgres {
+	token := taken.Int64
+	switch {
+	case taken.Valid: // PostgreSQL took the row with the lock
+	case b.dialect == Postgres:
 		var setting string
 		err = conn.QueryRowContext(ctx, c.take.query, args...).Scan(&token, &setting, &marked)
 		if errors.Is(err, sql.ErrNoRows) { // a row of another family, taken meanwhile
 			discard(conn)
 			return driver.Grant{RetryAfter: time.Millisecond}, nil
 		}
-	} else {
+	default:
 		l.idle = idleSeconds(req.TTL)
 		_, err = conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.idle, 10))
 		if err == nil {
@@ -349,11 +374,6 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		if err == nil && token == 0 { // a row of another family, taken meanwhile
 			discard(conn)
 			return driver.Grant{RetryAfter: time.Millisecond}, nil
-		}
-		if err == nil {
-			var n sql.NullInt64
-			err = conn.QueryRowContext(ctx, c.mark.query, c.mark.args(l.mark.name())...).Scan(&n)
-			marked = n.Int64 == 1
 		}
 	}
 	if err == nil && !marked {

@@ -249,3 +249,40 @@ func TestConnScopeCloseTwice(t *testing.T) {
 		}
 	})
 }
+
+// TestConnScopeAfterReadLock: a key last taken as a read-write lock in the
+// lease table is taken by a connection-scoped backend once the read lock
+// ends, with a larger token (the row is settled back to a mutex's first).
+func TestConnScopeAfterReadLock(t *testing.T) {
+	for _, db := range []string{"postgres", "mariadb"} {
+		t.Run(db, func(t *testing.T) {
+			var d database
+			if db == "postgres" {
+				_, d = startPostgres(t)
+			} else {
+				_, d = startMariaDB(t)
+			}
+			ctx := context.Background()
+			table, conns := d.backend(t), d.backend(t, sqllock.WithConnectionScope())
+			read := driver.Lease{Key: "mixed", Owner: "reader", Kind: driver.Read}
+			g, err := table.Acquire(ctx, driver.Request{Lease: read, TTL: time.Minute})
+			if err != nil || !g.Acquired {
+				t.Fatalf("read lock: %+v, %v", g, err)
+			}
+			if err := table.Release(ctx, read); err != nil {
+				t.Fatalf("read unlock: %v", err)
+			}
+			l := driver.Lease{Key: "mixed", Owner: "conn"}
+			c, err := conns.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute})
+			if err != nil || !c.Acquired {
+				t.Fatalf("connection-scoped lock after the read lock: %+v, %v", c, err)
+			}
+			if c.Token <= g.Token {
+				t.Errorf("token %d after the read lock's %d: want larger", c.Token, g.Token)
+			}
+			if err := conns.Release(ctx, l); err != nil {
+				t.Fatalf("unlock: %v", err)
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ type Backend struct {
 	fair                                                           fairStmts
 	kinds                                                          kindStmts
 	reclaim                                                        reclaimer
+	prepared                                                       prepared
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -352,7 +353,7 @@ func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) 
 		err := b.db.QueryRowContext(ctx, s.query, s.args(args...)...).Scan(&n, &notified)
 		return n, err
 	}
-	res, err := b.db.ExecContext(ctx, s.query, s.args(args...)...)
+	res, err := b.execHot(ctx, s, s.args(args...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -380,7 +381,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 // and reports the lease's validity, or driver.ErrNotHeld if st matched no
 // row. holding, with the same args, says whether the owner holds the key.
 func (b *Backend) extend(ctx context.Context, ttl time.Duration, st, holding stmt, key, owner string) (time.Duration, error) {
-	res, err := b.db.ExecContext(ctx, st.query, st.args(key, owner, micros(ttl))...)
+	res, err := b.execHot(ctx, st, st.args(key, owner, micros(ttl))...)
 	if err != nil {
 		return 0, fmt.Errorf("sqllock: refresh: %w", err)
 	}
@@ -469,6 +470,7 @@ func (b *Backend) Close() error {
 	}
 	b.closeListener()
 	b.reclaim.close()
+	b.prepared.close()
 	if b.conns != nil {
 		b.conns.close()
 	}

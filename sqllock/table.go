@@ -120,12 +120,12 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 			}
 		case MySQL:
 			var res sql.Result
-			if res, err = b.db.ExecContext(ctx, b.acquire.query, args...); err == nil {
+			if res, err = b.execHot(ctx, b.acquire, args...); err == nil {
 				a.token, err = res.LastInsertId()
 				a.granted = a.token > 0
 			}
 		default:
-			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.token)
+			err = b.scanHot(ctx, b.acquire, args, &a.token)
 			a.granted = err == nil
 			if errors.Is(err, sql.ErrNoRows) {
 				err = nil
@@ -142,7 +142,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 	left, kind := a.left, a.kind
 	if b.dialect != Postgres {
 		// A second round trip, on the refused path only.
-		err := b.db.QueryRowContext(ctx, b.refused.query, b.refused.args(req.Key)...).Scan(&left, &kind)
+		err := b.scanHot(ctx, b.refused, b.refused.args(req.Key), &left, &kind)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return driver.Grant{}, 0, nil // refused; the wait is only unknown
 		}
@@ -206,7 +206,17 @@ func (b *Backend) prepareStatements() {
 	switch b.dialect {
 	case Postgres:
 		// One round trip: the refused case reads the holder's remaining
-		// lease and the row's family in the same statement.
+		// lease and the row's family in the same statement. A key the
+		// statement's snapshot shows held by another is refused without
+		// the INSERT: a refused ON CONFLICT DO UPDATE would still lock the
+		// row, which makes the attempt a write that a waiting release
+		// queues behind. A release that commits after the snapshot is
+		// notified to the waiter, whose watch began before the attempt.
+		upsert = strings.Replace(upsert, `
+	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)`, `
+	SELECT $1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5
+	WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.name = $1 AND t.kind = 0 AND LIVE AND NOT (MINE OR JOIN))`, 1)
+		upsert = strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(upsert)
 		b.acquire = p(`WITH up AS (` + upsert + `)
 SELECT true, token, 0::BIGINT, 0 FROM up
 UNION ALL

@@ -195,7 +195,7 @@ func (w *localWatch) check() time.Duration {
 		r    row
 		head string
 	)
-	err := b.db.QueryRowContext(ctx, s.query, s.args(w.key)...).Scan(r.scan(&head)...)
+	err := b.scanHot(ctx, *s, s.args(w.key), r.scan(&head)...)
 	switch {
 	case err != nil || r.kind != 0:
 		// No row (free), an error (the attempt will tell), or another

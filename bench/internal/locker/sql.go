@@ -49,9 +49,9 @@ func SQL(drv string) []Library {
 			Name: "distlock (sqllock, connection-scoped)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 			Config: "sqllock.New(db, WithConnectionScope())",
 			How: "Connection-scoped mode: a connection from the pool takes the native lock (pg_try_advisory_lock, GET_LOCK) " +
-				"and, on the same connection, raises the token in the lease table and sets the server's idle limit to the TTL; " +
-				"release updates the row, unlocks and restores the session. More round trips than the lease table, in exchange " +
-				"for a lock that ends with its connection.",
+				"and, on the same connection, raises the token in the lease table and sets the server's idle limit to the TTL: " +
+				"on PostgreSQL in one statement, on MySQL in three; release updates the row, unlocks and restores the session " +
+				"(one statement on PostgreSQL, three on MySQL), in exchange for a lock that ends with its connection.",
 			New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 				return newSQLLocker(drv, addrs[0], ttl, sqllock.WithConnectionScope())
 			},
