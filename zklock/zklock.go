@@ -993,9 +993,12 @@ func (b *Backend) makeLine(line string, root bool) error {
 func (b *Backend) locate(lk lease, parent string) (*node, error) {
 	b.mu.Lock()
 	n, ok := b.nodes[lk]
+	var c node
+	if ok {
+		c = *n // a watch may mark the node meanwhile (markFirst, unwatch)
+	}
 	b.mu.Unlock()
-	if ok && n.path != "" {
-		c := *n
+	if ok && c.path != "" {
 		return &c, nil
 	}
 	if !ok {
@@ -1030,8 +1033,8 @@ func (b *Backend) locate(lk lease, parent string) (*node, error) {
 		return nil, err
 	}
 	n = &node{path: parent + "/" + kids[i].name, token: uint64(st.Czxid), version: st.Version, data: decodeData(raw)}
+	c = *n // before remember: from then on the node is shared
 	b.remember(lk, n)
-	c := *n
 	return &c, nil
 }
 

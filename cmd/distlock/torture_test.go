@@ -74,7 +74,10 @@ func TestTortureOwnServers(t *testing.T) {
 		// 11 to 13 s later, and the seed draws two: this run is longer.
 		// (20s made 42 grants on a quiet machine, 10 on a busy one.)
 		{"sentinel", "6", "30s"},
-		{"zk", "1", "5s"}, {"etcd", "1", "5s"},
+		// A zk waiter keeps its place in line, so a killed or paused
+		// one holds the line up until its session ends (2s): the run
+		// is longer to see ten grants among seed 1's faults.
+		{"zk", "1", "15s"}, {"etcd", "1", "5s"},
 		{"postgres", "1", "5s"}, {"mariadb", "1", "5s"},
 		// A killed or cut-off holder's lock is freed at once: the
 		// exclusion check must not call the next grant an overlap.
@@ -83,7 +86,17 @@ func TestTortureOwnServers(t *testing.T) {
 	} {
 		kind := tc.kind
 		t.Run(kind, func(t *testing.T) {
-			res, rep := runTorture(t, binary, "--servers", kind, "--duration", tc.duration, "--workers", "4", "--ttl", "300ms", "--seed", tc.seed)
+			bin := binary
+			if kind == "zk" && raceEnabled {
+				// go-zookeeper v1.0.4 reads its last zxid while re-setting
+				// watches after a reconnect as its receive loop writes it
+				// (samuel/go-zookeeper#260), which the race detector
+				// reports from inside the client on every cut that finds
+				// a watch set: zk's workers run without it, as zklock's
+				// own tests do (NORACE in the Makefile).
+				bin = buildWithoutRace(t)
+			}
+			res, rep := runTorture(t, bin, "--servers", kind, "--duration", tc.duration, "--workers", "4", "--ttl", "300ms", "--seed", tc.seed)
 			t.Logf("%s", res.stdout)
 			if res.code != exitOK || rep.violations() != 0 {
 				t.Fatalf("exit %d, %d violations %v, want 0\nstderr:\n%s", res.code, rep.violations(), rep.Violations, res.stderr)
@@ -140,6 +153,16 @@ func TestTortureUsage(t *testing.T) {
 func TestTortureUnavailable(t *testing.T) {
 	r := runBin(t, "torture", "--url", "redis://127.0.0.1:1/0", "--duration", "1s")
 	wantCode(t, r, exitUnavailable)
+}
+
+// buildWithoutRace builds distlock without the race detector.
+func buildWithoutRace(t *testing.T) string {
+	t.Helper()
+	prog := filepath.Join(t.TempDir(), "distlock-norace")
+	if out, err := exec.Command("go", "build", "-o", prog, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building distlock without the race detector: %v\n%s", err, out)
+	}
+	return prog
 }
 
 // buildMutants builds distlock with the broken backends of
