@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,25 @@ func startSentinel(ctx context.Context, t *testing.T, cfg launch.SentinelConfig)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// TestSentinelQuickRejoin: QuickRejoin shortens the periods that bound how
+// soon a replaced master follows the new one, on a Redis that can.
+func TestSentinelQuickRejoin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, quick := range []bool{false, true} {
+		s := startSentinel(ctx, t, launch.SentinelConfig{QuickRejoin: quick})
+		for _, sn := range s.Sentinels {
+			got, err := sn.Do(time.Second, "SENTINEL", "DEBUG")
+			if err != nil {
+				t.Skipf("this Redis has no SENTINEL DEBUG (before 7.0): %v", err)
+			}
+			want := map[bool]string{false: "INFO-PERIOD\n10000\n", true: "INFO-PERIOD\n1000\n"}[quick]
+			if !strings.Contains(got, want) || strings.Contains(got, "PUBLISH-PERIOD\n250\n") != quick {
+				t.Errorf("QuickRejoin %v: sentinel %s reports\n%s", quick, sn.Addr(), got)
+			}
+		}
+		_ = s.Close()
+	}
 }
