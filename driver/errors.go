@@ -51,9 +51,9 @@ var ErrInvalidRequest = errors.New("distlock/driver: invalid request")
 var ErrTTLTooLong = errors.New("distlock/driver: TTL longer than the backend's maximum lease")
 
 // TTLTooLongError is the error of a backend with a maximum lease length
-// for a longer TTL. It wraps [ErrTTLTooLong] and [errors.ErrUnsupported]
-// (how such a refusal was reported before it had a type of its own), so
-// that a caller that only knows the latter still fails at once.
+// for a longer TTL. It wraps [ErrTTLTooLong] and [errors.ErrUnsupported],
+// so that a caller that knows only the contract's final refusals
+// (ErrUnsupported among them) still fails at once.
 //
 // A backend returns it as it is or wrapped in its own words:
 //
