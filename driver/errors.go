@@ -33,7 +33,8 @@ var ErrKindMismatch = errors.New("distlock/driver: key held as another kind of l
 // constructor, one given an invalid option (see [OptionCheck]), or one
 // that was closed. Nothing was taken, and a repeat fails the same way.
 // Package distlock returns it for a nil backend too, as
-// distlock.ErrInvalidBackend, which is this error.
+// distlock.ErrInvalidBackend, which is this error; so its text is the one
+// users see, without the driver's prefix.
 var ErrInvalidBackend = errors.New("distlock: invalid backend")
 
 // ErrInvalidRequest, wrapped in an error of a method, says the request
