@@ -30,7 +30,7 @@ func (b *Backend) examine(ctx context.Context, key string, breaking bool) (drive
 		info.Token = s.token
 	}
 	now := time.Now()
-	defer b.settle(key, s, now)
+	defer b.settleLocked(key, s, now)
 	s.prune(now)
 	if len(s.holds) > 0 {
 		info = s.info(now)
@@ -58,7 +58,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, er
 		if len(s.holds) > 0 {
 			list = append(list, driver.KeyInfo{Key: key, Info: s.info(now)})
 		}
-		b.settle(key, s, now)
+		b.settleLocked(key, s, now)
 	}
 	slices.SortFunc(list, func(a, b driver.KeyInfo) int { return strings.Compare(a.Key, b.Key) })
 	return list, nil

@@ -120,8 +120,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		return driver.Grant{}, err
 	}
 	now := time.Now()
-	s := b.state(req.Key)
-	defer b.settle(req.Key, s, now)
+	s := b.stateLocked(req.Key)
+	defer b.settleLocked(req.Key, s, now)
 	s.prune(now)
 	if h := s.holds[req.Owner]; h != nil { // a repeat of a granted attempt
 		s.extend(h, now, req.TTL)
@@ -169,9 +169,9 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	now := time.Now()
 	s := b.keys[l.Key]
 	if s == nil {
-		return b.notHeld(l, now)
+		return b.notHeldLocked(l, now)
 	}
-	defer b.settle(l.Key, s, now)
+	defer b.settleLocked(l.Key, s, now)
 	s.prune(now)
 	wake := s.leaveQueue(l.Owner)
 	if s.claim.owner == l.Owner { // a writer gave up waiting
@@ -179,7 +179,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	if _, held := s.holds[l.Owner]; !held {
 		s.wake = s.wake || wake
-		return b.notHeld(l, now)
+		return b.notHeldLocked(l, now)
 	}
 	delete(s.holds, l.Owner)
 	b.receipts.add(l.ID(), now)
@@ -188,9 +188,9 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	return nil
 }
 
-// notHeld is Release's answer for an owner without a holding: nil if it
-// is a repeat of a release of this owner's, else ErrNotHeld.
-func (b *Backend) notHeld(l driver.Lease, now time.Time) error {
+// notHeldLocked is Release's answer for an owner without a holding: nil
+// if it is a repeat of a release of this owner's, else ErrNotHeld.
+func (b *Backend) notHeldLocked(l driver.Lease, now time.Time) error {
 	if b.receipts.has(l.ID(), now) {
 		return nil
 	}
@@ -214,7 +214,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if s == nil {
 		return 0, driver.ErrNotHeld
 	}
-	defer b.settle(l.Key, s, now)
+	defer b.settleLocked(l.Key, s, now)
 	s.prune(now)
 	h := s.holds[l.Owner]
 	if h == nil {
@@ -232,8 +232,8 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// state returns key's state, made if it has none. b.mu is held.
-func (b *Backend) state(key string) *state {
+// stateLocked returns key's state, made if it has none.
+func (b *Backend) stateLocked(key string) *state {
 	s := b.keys[key]
 	if s == nil {
 		s = &state{holds: make(map[string]*hold)}
@@ -242,14 +242,14 @@ func (b *Backend) state(key string) *state {
 	return s
 }
 
-// settle ends every call that looked at s: it drops what lapsed by now,
-// wakes the waiters if something freed, sets the timer for the next lapse
-// and forgets s when it is empty. b.mu is held.
-func (b *Backend) settle(key string, s *state, now time.Time) {
+// settleLocked ends every call that looked at s: it drops what lapsed by
+// now, wakes the waiters if something freed, sets the timer for the next
+// lapse and forgets s when it is empty.
+func (b *Backend) settleLocked(key string, s *state, now time.Time) {
 	s.prune(now)
 	if s.wake {
 		s.wake = false
-		b.notify(key, s)
+		b.notifyLocked(key, s)
 	}
 	next := s.nextLapse()
 	if next.IsZero() {
@@ -275,6 +275,6 @@ func (b *Backend) lapse(key string, s *state) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.keys[key] == s {
-		b.settle(key, s, time.Now())
+		b.settleLocked(key, s, time.Now())
 	}
 }

@@ -20,7 +20,7 @@ type state struct {
 	holds   map[string]*hold // by owner
 	queue   []place          // fair waiters, first come first
 	claim   place            // a writer waiting for the readers to leave; owner "" if none
-	timer   *time.Timer      // runs settle at the next lapse
+	timer   *time.Timer      // runs settleLocked at the next lapse
 	wake    bool             // something freed: the waiters are to be woken
 }
 

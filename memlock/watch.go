@@ -46,10 +46,10 @@ func (w *watch) Close() error {
 	return nil
 }
 
-// notify wakes the watchers of key: with fair waiters in line, only the
-// first of them (and the watchers that are not in line); else everyone.
-// b.mu is held.
-func (b *Backend) notify(key string, s *state) {
+// notifyLocked wakes the watchers of key: with fair waiters in line, only
+// the first of them (and the watchers that are not in line); else
+// everyone.
+func (b *Backend) notifyLocked(key string, s *state) {
 	turn := ""
 	if len(s.queue) > 0 {
 		turn = s.queue[0].owner
