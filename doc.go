@@ -92,8 +92,12 @@
 // interface with every method required; retry, waiting, renewal, loss
 // detection and observation live here, once, and the backend keeps the
 // state of each key (holds, queues, re-entrant counts) where every client
-// sees it. Every backend passes the conformance
-// suite in package distlocktest against a real server. [Open] makes a client
+// sees it. Backends share one policy for options: an invalid option given
+// to a backend's constructor makes every call fail at once with an error
+// wrapping [ErrInvalidBackend] that names the option (only a constructor
+// that does I/O returns it), as an invalid option of this package makes
+// Lock and TryLock fail with [ErrInvalidArgument]. Every backend passes the
+// conformance suite in package distlocktest against a real server. [Open] makes a client
 // from a URL such as "redis://localhost:6379/0" once the backend's package is
 // imported.
 package distlock

@@ -56,9 +56,11 @@ var (
 	// renewed in time (see [MinTTL]).
 	ErrInvalidTTL = errors.New("distlock: invalid TTL")
 
-	// ErrInvalidBackend reports a nil backend, or an interface holding a
-	// nil pointer such as (*memlock.Backend)(nil).
-	ErrInvalidBackend = errors.New("distlock: invalid backend")
+	// ErrInvalidBackend reports a nil backend, an interface holding a nil
+	// pointer such as (*memlock.Backend)(nil), or a backend that says it
+	// cannot work as it was set up (an invalid option, or closed). It is
+	// [driver.ErrInvalidBackend], which backends wrap.
+	ErrInvalidBackend = driver.ErrInvalidBackend
 
 	// ErrClientClosed means the [Client] was closed: it takes no more
 	// locks, and a Lock waiting when it closed returns an error wrapping

@@ -368,3 +368,29 @@ func TestDoneClosesAtDeadlineDuringSlowUnlock(t *testing.T) {
 		t.Errorf("Unlock: %v, want nil or ErrLockLost", err)
 	}
 }
+
+// TestRefreshAboveBackendMaximum: a renewal to a TTL the backend refuses as
+// longer than its maximum lease is an invalid TTL, whatever the TTL, and
+// leaves the lock held.
+func TestRefreshAboveBackendMaximum(t *testing.T) {
+	f := memFault()
+	f.refresh = func(ctx context.Context, l driver.Lease, ttl time.Duration, next refreshFunc) (time.Duration, error) {
+		if ttl > 20*time.Second {
+			return 0, &driver.TTLTooLongError{TTL: ttl, Max: 20 * time.Second}
+		}
+		return next(ctx, l, ttl)
+	}
+	c := distlock.New(f)
+	ctx := context.Background()
+	l, err := c.Mutex("k", distlock.WithTTL(10*time.Second)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if err := l.Refresh(ctx, 25*time.Second); !errors.Is(err, distlock.ErrInvalidTTL) || !errors.Is(err, driver.ErrTTLTooLong) {
+		t.Errorf("Refresh above the maximum: %v; want ErrInvalidTTL wrapping driver.ErrTTLTooLong", err)
+	}
+	if err := l.Err(); err != nil {
+		t.Errorf("the refused renewal ended the lock: %v", err)
+	}
+}

@@ -236,8 +236,9 @@ func newOwner() string {
 // it cannot store, a kind it does not offer, a backend set up wrongly):
 // retrying cannot help, and nothing was taken.
 func refused(err error) bool {
-	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, errors.ErrUnsupported) ||
-		errors.Is(err, ErrInvalidBackend) || errors.Is(err, driver.ErrKindMismatch)
+	return errors.Is(err, driver.ErrInvalidKey) || errors.Is(err, driver.ErrInvalidRequest) ||
+		errors.Is(err, errors.ErrUnsupported) || errors.Is(err, driver.ErrTTLTooLong) ||
+		errors.Is(err, driver.ErrInvalidBackend) || errors.Is(err, driver.ErrKindMismatch)
 }
 
 // refusal is the error of Lock and TryLock for a request the backend
@@ -252,22 +253,25 @@ func (d *desc) refusal(err error) error {
 	if longTTLRefused(err, d.opts.ttl) {
 		return fmt.Errorf("%w: acquire %q with TTL %v: %w; %s", ErrInvalidTTL, d.key, d.opts.ttl, err, longTTLAdvice)
 	}
+	if errors.Is(err, driver.ErrInvalidRequest) { // a backend with narrower limits than the contract's
+		return fmt.Errorf("%w: acquire %q: %w", ErrInvalidArgument, d.key, err)
+	}
 	return fmt.Errorf("distlock: acquire %q: %w", d.key, err)
 }
 
 // longTTLRefused reports whether err is a backend's refusal of a TTL
-// longer than its maximum lease (the Redis backends' restart guard): an
-// unsupported request whose TTL is above [DefaultTTL], which every
-// backend accepts. The kinds of lock a backend lacks are refused before
-// it is asked.
+// longer than its maximum lease: a [driver.TTLTooLongError], or, from a
+// backend that predates it, an unsupported request whose TTL is above
+// [DefaultTTL], which every backend accepts (the kinds of lock a backend
+// lacks are refused before it is asked).
 func longTTLRefused(err error, ttl time.Duration) bool {
-	return ttl > DefaultTTL && errors.Is(err, errors.ErrUnsupported)
+	return errors.Is(err, driver.ErrTTLTooLong) || ttl > DefaultTTL && errors.Is(err, errors.ErrUnsupported)
 }
 
 // longTTLAdvice follows the refusal of a long TTL: what to do instead.
 const longTTLAdvice = "a lock held for longer needs no long TTL: the watchdog renews the lease while the lock is held (unless WithoutAutoRefresh), " +
 	"so keep the TTL short (the default is 30s) and it only bounds how long a crashed holder keeps the key; " +
-	"or raise the backend's maximum lease on every client (redislock.WithMaxTTL, redlock.WithMaxTTL, max_ttl in a URL)"
+	"or raise the backend's maximum lease on every client (its WithMaxTTL option, or max_ttl in a URL)"
 
 // guardError is the error of an attempt that the restart guard refused.
 func guardError(key string, g driver.Grant) error {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // Defaults and limits of the options.
@@ -23,8 +25,9 @@ const (
 	// its outcome is unknown (see [Lock.Unlock]).
 	DefaultReleaseTimeout = 5 * time.Second
 
-	// MaxKeyLen is the longest accepted key, in bytes.
-	MaxKeyLen = 1024
+	// MaxKeyLen is the longest accepted key, in bytes: the contract's
+	// [driver.MaxKeyLen].
+	MaxKeyLen = driver.MaxKeyLen
 )
 
 // defaultSafetyPoll bounds the sleep of a notified waiter, in case a

@@ -244,6 +244,11 @@ func TestBackendRefuses(t *testing.T) {
 	for _, tc := range []struct{ err, want error }{
 		{fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey), distlock.ErrInvalidKey},
 		{fmt.Errorf("backend: no such kind: %w", errors.ErrUnsupported), errors.ErrUnsupported},
+		{fmt.Errorf("backend: owner too long: %w", driver.ErrInvalidRequest), distlock.ErrInvalidArgument},
+		{fmt.Errorf("backend: set up wrongly: %w", driver.ErrInvalidBackend), distlock.ErrInvalidBackend},
+		// A TTL above the backend's maximum, whatever the TTL: the
+		// default one is refused here by a backend whose maximum is 10s.
+		{fmt.Errorf("backend: %w", &driver.TTLTooLongError{TTL: distlock.DefaultTTL, Max: 10 * time.Second}), distlock.ErrInvalidTTL},
 	} {
 		// The backend refuses every request, as one refuses a key it
 		// cannot store or a kind it does not offer.

@@ -3,12 +3,23 @@
 // Application code should use package distlock; this package is for people
 // writing a backend. A backend is one interface, [Backend], with every
 // method required. Each call makes one attempt and reports what happened:
-// retrying, waiting, renewal, loss detection and re-entrancy bookkeeping
-// live once, in package distlock. What a backend offers beyond exclusive
-// locks it declares once, in [Capabilities]; the conformance suite (package
-// distlocktest) tests every claim. Because every method is required, a
-// wrapper (metrics, tracing, fault injection) embeds a Backend, overrides
-// what it needs, and cannot lose a capability.
+// retrying, waiting, renewal, loss detection and owner identities live
+// once, in package distlock. The state of each key lives in the backend,
+// where every client sees it: its holdings, its line of waiters, and the
+// count of a re-entrant lock's holds (package distlock only gives each
+// owner its identity, Request.Reentry). What a backend offers beyond
+// exclusive locks it declares once, in [Capabilities]; the conformance
+// suite (package distlocktest) tests every claim. Because every method is
+// required, a wrapper (metrics, tracing, fault injection) embeds a
+// Backend, overrides what it needs, and cannot lose a capability.
+//
+// The contract stands alone: a backend imports this package, not package
+// distlock (except to register a URL scheme). It finds here the errors it
+// returns ([ErrNotHeld], [ErrInvalidKey], [ErrInvalidRequest],
+// [ErrInvalidBackend], [ErrKindMismatch], [ErrTTLTooLong]), the one check
+// of a request every backend makes first ([Request.Validate],
+// [Lease.Validate]), the one policy for an invalid option
+// ([OptionCheck]), and the name of a holding in its books ([LeaseID]).
 //
 // Every method may be called concurrently, for the same key or different
 // keys. A Backend value stands for one client; two values on separate
@@ -24,28 +35,9 @@ package driver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
-
-// ErrNotHeld is returned by [Backend.Release] and [Backend.Refresh] when the
-// owner does not hold the lease: it expired, was taken over, or never
-// existed. Such a call changes nothing else.
-var ErrNotHeld = errors.New("distlock/driver: lock not held by this owner")
-
-// ErrInvalidKey, wrapped in an error of [Backend.Acquire], says the backend
-// can never store the key (a character or a length it cannot take).
-// distlock then fails the call at once instead of retrying.
-var ErrInvalidKey = errors.New("distlock/driver: invalid key")
-
-// ErrKindMismatch, wrapped in an error of [Backend.Acquire] (a
-// [*KindError]), says the key is held as another family of lock than the
-// request asks for, or as a semaphore of another size. Nothing was taken.
-// The request may succeed once those holdings end, but a key used two ways
-// is a mistake in the caller's code: package distlock fails the call at
-// once instead of waiting.
-var ErrKindMismatch = errors.New("distlock/driver: key held as another kind of lock")
 
 // Kind is what a lease takes of its key. A key is used by one family at a
 // time: as a mutex (Exclusive), as a read-write lock (Write and Read) or as
@@ -98,48 +90,24 @@ func Compatible(held Kind, heldLimit int, asked Kind, askedLimit int) bool {
 	return held != Permit || heldLimit == askedLimit
 }
 
-// KindError is the error of [Backend.Acquire] for a request of another
-// family, or another semaphore size, than the key's holdings. It wraps
-// [ErrKindMismatch].
-type KindError struct {
-	Key        string
-	Held       Kind // the family the key is held as (Write for a read-write lock)
-	HeldLimit  int  // with Held == Permit: the semaphore's size (0: unknown)
-	Asked      Kind // the kind the request asked for
-	AskedLimit int  // with Asked == Permit: the size it asked for
-}
-
-func (e *KindError) Error() string {
-	return fmt.Sprintf("key %q is held as %s; the request for %s cannot share it (use another key for another kind of lock)",
-		e.Key, describeKind(e.Held, e.HeldLimit), describeKind(e.Asked, e.AskedLimit))
-}
-
-// Unwrap returns ErrKindMismatch.
-func (e *KindError) Unwrap() error { return ErrKindMismatch }
-
-// describeKind names a family for KindError: "a mutex", "a read-write
-// lock", "a semaphore of 3 permits".
-func describeKind(k Kind, limit int) string {
-	switch k {
-	case Exclusive:
-		return "a mutex"
-	case Write, Read:
-		return "a read-write lock"
-	case Permit:
-		if limit > 0 {
-			return fmt.Sprintf("a semaphore of %d permits", limit)
-		}
-		return "a semaphore"
-	}
-	return "a lock of " + k.String()
-}
-
 // Lease names one holding: what Acquire takes and Release and Refresh act on.
 type Lease struct {
-	Key   string // the lock's name, not empty
-	Owner string // this holding's token: see the package doc
+	Key   string // the lock's name: 1 to MaxKeyLen bytes
+	Owner string // this holding's token, 1 to MaxOwnerLen bytes: see the package doc
 	Kind  Kind
 }
+
+// LeaseID is the pair that names a holding in a backend's own books (a
+// release to repeat, a grant to give back, a node per owner): the key
+// and the owner. An owner is never reused across kinds, so Kind adds
+// nothing to it.
+type LeaseID struct {
+	Key   string
+	Owner string
+}
+
+// ID returns the key and owner of l.
+func (l Lease) ID() LeaseID { return LeaseID{Key: l.Key, Owner: l.Owner} }
 
 // Request is one acquisition attempt.
 type Request struct {
@@ -221,10 +189,11 @@ type Backend interface {
 	// Acquire makes one attempt to take the lease req describes, and
 	// returns Acquired == false (and a nil error) if it is taken. An
 	// error means the outcome is unknown: the caller repeats the call
-	// or releases; but one wrapping ErrInvalidKey, errors.ErrUnsupported
-	// (what the backend does not offer) or distlock.ErrInvalidBackend (a
-	// backend set up wrongly, or closed) says nothing was taken, and that
-	// a repeat would fail the same way; one wrapping ErrKindMismatch says
+	// or releases; but one wrapping ErrInvalidKey, ErrInvalidRequest,
+	// errors.ErrUnsupported (what the backend does not offer, a TTL above
+	// its maximum: see TTLTooLongError) or ErrInvalidBackend (a backend
+	// set up wrongly, or closed) says nothing was taken, and that a repeat
+	// would fail the same way; one wrapping ErrKindMismatch says
 	// nothing was taken because the key is held as another kind (see
 	// [Kind]). A repeat
 	// by an owner that holds the lease extends it, reporting the same grant.

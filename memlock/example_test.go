@@ -30,7 +30,7 @@ func sendInvoices(ctx context.Context, c *distlock.Client, send func(ctx context
 func Example() {
 	ctx := context.Background()
 	store := memlock.New()
-	c := distlock.New(store, distlock.WithTTL(100*time.Millisecond))
+	c := distlock.New(store, distlock.WithTTL(time.Second))
 	send := func(ctx context.Context, token uint64) error {
 		fmt.Println("sending with token", token)
 		return nil

@@ -1,35 +1,24 @@
-// Package memlock is an in-process distlock backend. Locks live in memory
-// and are shared by every client of one [Backend] value, so it coordinates
-// goroutines of one process only.
-//
-// It implements the whole driver contract — TTL expiry on the monotonic
-// clock, fencing tokens, notified waiting that wakes fair waiters in turn,
-// fair locks, read-write locks, semaphores, re-entrant locks, inspection —
-// and passes the conformance suite, which makes it the reference backend,
-// the one the examples use, and a fast stand-in for a real backend in unit
-// tests of code that takes locks.
 package memlock
 
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
 // errNil is returned by the methods of a nil *Backend.
-var errNil = fmt.Errorf("memlock: nil *Backend: %w", distlock.ErrInvalidBackend)
+var errNil = fmt.Errorf("memlock: nil *Backend: %w", driver.ErrInvalidBackend)
 
 // Backend is an in-memory lock store. The zero value is an empty store,
 // ready to use, as is the result of New. The methods of a nil *Backend
-// return an error wrapping distlock.ErrInvalidBackend.
+// return an error wrapping driver.ErrInvalidBackend.
 type Backend struct {
+	maxTTL time.Duration      // the longest lease granted; 0: no limit
+	opts   driver.OptionCheck // the first invalid option, if any
+
 	mu       sync.Mutex
 	keys     map[string]*state // keys with holders, waiters or a claim
 	issued   uint64            // the last fencing token issued, for any key
@@ -40,11 +29,45 @@ type Backend struct {
 
 var _ driver.Backend = (*Backend)(nil)
 
-// New returns an empty store.
-func New() *Backend {
+// New returns an empty store. An invalid option makes every method fail
+// with an error wrapping driver.ErrInvalidBackend.
+func New(opts ...Option) *Backend {
 	b := new(Backend)
+	for _, o := range opts {
+		if o == nil {
+			b.opts.Invalid("memlock", "New", "a nil Option")
+			continue
+		}
+		o(b)
+	}
 	b.init()
 	return b
+}
+
+// An Option configures a [Backend] made by [New].
+type Option func(*Backend)
+
+// WithMaxTTL makes the store refuse a lease longer than max, with an error
+// wrapping a [*driver.TTLTooLongError], as the Redis backends refuse one
+// longer than their maximum lease: for tests of code that must cope with
+// such a backend. Without it, any TTL is granted. A max that is not
+// positive makes every method fail.
+func WithMaxTTL(max time.Duration) Option {
+	return func(b *Backend) {
+		if max <= 0 {
+			b.opts.Invalid("memlock", fmt.Sprintf("WithMaxTTL(%v)", max), "want a positive maximum lease length")
+			return
+		}
+		b.maxTTL = max
+	}
+}
+
+// checkTTL refuses a lease longer than the maximum.
+func (b *Backend) checkTTL(ttl time.Duration) error {
+	if b.maxTTL > 0 && ttl > b.maxTTL {
+		return fmt.Errorf("memlock: %w", &driver.TTLTooLongError{TTL: ttl, Max: b.maxTTL, Why: "set by memlock.WithMaxTTL"})
+	}
+	return nil
 }
 
 func (b *Backend) init() {
@@ -64,10 +87,17 @@ func (b *Backend) lock() error {
 	return nil
 }
 
-// start begins a method call: it checks b and ctx, and locks b.mu.
+// start begins a method call: it checks b, its options and ctx, and
+// locks b.mu.
 func (b *Backend) start(ctx context.Context) error {
-	if b != nil && ctx.Err() != nil {
-		return ctx.Err()
+	if b == nil {
+		return errNil
+	}
+	if err := b.opts.Err(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return b.lock()
 }
@@ -79,16 +109,19 @@ func (b *Backend) Capabilities() driver.Capabilities {
 
 // Acquire implements driver.Backend.
 func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if err := checkRequest(req); err != nil {
-		return driver.Grant{}, err
+	if err := req.Validate(b.Capabilities()); err != nil {
+		return driver.Grant{}, fmt.Errorf("memlock: %w", err)
 	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
 	}
 	defer b.mu.Unlock()
+	if err := b.checkTTL(req.TTL); err != nil {
+		return driver.Grant{}, err
+	}
 	now := time.Now()
-	s := b.state(req.Key)
-	defer b.settle(req.Key, s, now)
+	s := b.stateLocked(req.Key)
+	defer b.settleLocked(req.Key, s, now)
 	s.prune(now)
 	if h := s.holds[req.Owner]; h != nil { // a repeat of a granted attempt
 		s.extend(h, now, req.TTL)
@@ -124,21 +157,11 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	return driver.Grant{Acquired: true, Token: b.issued, ValidFor: req.TTL}, nil
 }
 
-// checkRequest rejects requests no caller following the contract sends.
-func checkRequest(req driver.Request) error {
-	switch {
-	case req.TTL <= 0:
-		return fmt.Errorf("memlock: TTL %v is not positive", req.TTL)
-	case req.Kind > driver.Permit:
-		return fmt.Errorf("memlock: unknown lock kind %d", req.Kind)
-	case req.Kind == driver.Permit && req.Limit < 1:
-		return fmt.Errorf("memlock: a semaphore of %d permits", req.Limit)
-	}
-	return nil
-}
-
 // Release implements driver.Backend.
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("memlock: %w", err)
+	}
 	if err := b.start(ctx); err != nil {
 		return err
 	}
@@ -146,9 +169,9 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	now := time.Now()
 	s := b.keys[l.Key]
 	if s == nil {
-		return b.notHeld(l, now)
+		return b.notHeldLocked(l, now)
 	}
-	defer b.settle(l.Key, s, now)
+	defer b.settleLocked(l.Key, s, now)
 	s.prune(now)
 	wake := s.leaveQueue(l.Owner)
 	if s.claim.owner == l.Owner { // a writer gave up waiting
@@ -156,19 +179,19 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	if _, held := s.holds[l.Owner]; !held {
 		s.wake = s.wake || wake
-		return b.notHeld(l, now)
+		return b.notHeldLocked(l, now)
 	}
 	delete(s.holds, l.Owner)
-	b.receipts.add(l, now)
+	b.receipts.add(l.ID(), now)
 	// Waiters can enter when the lease set is empty, or has a free permit.
 	s.wake = s.wake || wake || len(s.holds) == 0 || s.kind == driver.Permit
 	return nil
 }
 
-// notHeld is Release's answer for an owner without a holding: nil if it
-// is a repeat of a release of this owner's, else ErrNotHeld.
-func (b *Backend) notHeld(l driver.Lease, now time.Time) error {
-	if b.receipts.has(l, now) {
+// notHeldLocked is Release's answer for an owner without a holding: nil
+// if it is a repeat of a release of this owner's, else ErrNotHeld.
+func (b *Backend) notHeldLocked(l driver.Lease, now time.Time) error {
+	if b.receipts.has(l.ID(), now) {
 		return nil
 	}
 	return driver.ErrNotHeld
@@ -176,19 +199,22 @@ func (b *Backend) notHeld(l driver.Lease, now time.Time) error {
 
 // Refresh implements driver.Backend.
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	if ttl <= 0 {
-		return 0, fmt.Errorf("memlock: TTL %v is not positive", ttl)
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("memlock: %w", err)
 	}
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
 	defer b.mu.Unlock()
+	if err := b.checkTTL(ttl); err != nil {
+		return 0, err
+	}
 	now := time.Now()
 	s := b.keys[l.Key]
 	if s == nil {
 		return 0, driver.ErrNotHeld
 	}
-	defer b.settle(l.Key, s, now)
+	defer b.settleLocked(l.Key, s, now)
 	s.prune(now)
 	h := s.holds[l.Owner]
 	if h == nil {
@@ -196,74 +222,6 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	}
 	s.extend(h, now, ttl)
 	return ttl, nil
-}
-
-// Inspect implements driver.Backend.
-func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	return b.examine(ctx, key, false)
-}
-
-// examine returns what Inspect reports about key and, if breaking, ends
-// every holding of key and wakes its waiters.
-func (b *Backend) examine(ctx context.Context, key string, breaking bool) (driver.Info, error) {
-	if err := b.start(ctx); err != nil {
-		return driver.Info{}, err
-	}
-	defer b.mu.Unlock()
-	info := driver.Info{Token: b.lastly.get(key, time.Now())}
-	s := b.keys[key]
-	if s == nil {
-		return info, nil
-	}
-	if s.token > 0 {
-		info.Token = s.token
-	}
-	now := time.Now()
-	defer b.settle(key, s, now)
-	s.prune(now)
-	if len(s.holds) > 0 {
-		info = s.info(now)
-		if breaking {
-			clear(s.holds)
-			s.wake = true
-		}
-	}
-	return info, nil
-}
-
-// List implements driver.Backend.
-func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
-	if err := b.start(ctx); err != nil {
-		return nil, err
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	var list []driver.KeyInfo
-	for key, s := range b.keys {
-		if !strings.HasPrefix(key, prefix) {
-			continue
-		}
-		s.prune(now)
-		if len(s.holds) > 0 {
-			list = append(list, driver.KeyInfo{Key: key, Info: s.info(now)})
-		}
-		b.settle(key, s, now)
-	}
-	slices.SortFunc(list, func(a, b driver.KeyInfo) int { return strings.Compare(a.Key, b.Key) })
-	return list, nil
-}
-
-// Break implements driver.Backend.
-func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
-	return b.examine(ctx, key, true)
-}
-
-// Expire ends every holding of key at once (the lock, its readers or its
-// permits), as if their TTL had run out: the holders are not told, and
-// their next renewal is refused. It exists for tests of code that must
-// survive losing a lock.
-func (b *Backend) Expire(key string) {
-	_, _ = b.Break(context.Background(), key)
 }
 
 // Close implements driver.Backend. A Backend holds nothing to free.
@@ -274,8 +232,8 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// state returns key's state, made if it has none. b.mu is held.
-func (b *Backend) state(key string) *state {
+// stateLocked returns key's state, made if it has none.
+func (b *Backend) stateLocked(key string) *state {
 	s := b.keys[key]
 	if s == nil {
 		s = &state{holds: make(map[string]*hold)}
@@ -284,14 +242,14 @@ func (b *Backend) state(key string) *state {
 	return s
 }
 
-// settle ends every call that looked at s: it drops what lapsed by now,
-// wakes the waiters if something freed, sets the timer for the next lapse
-// and forgets s when it is empty. b.mu is held.
-func (b *Backend) settle(key string, s *state, now time.Time) {
+// settleLocked ends every call that looked at s: it drops what lapsed by
+// now, wakes the waiters if something freed, sets the timer for the next
+// lapse and forgets s when it is empty.
+func (b *Backend) settleLocked(key string, s *state, now time.Time) {
 	s.prune(now)
 	if s.wake {
 		s.wake = false
-		b.notify(key, s)
+		b.notifyLocked(key, s)
 	}
 	next := s.nextLapse()
 	if next.IsZero() {
@@ -317,124 +275,6 @@ func (b *Backend) lapse(key string, s *state) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.keys[key] == s {
-		b.settle(key, s, time.Now())
+		b.settleLocked(key, s, time.Now())
 	}
-}
-
-// notify wakes the watchers of key: with fair waiters in line, only the
-// first of them (and the watchers that are not in line); else everyone.
-// b.mu is held.
-func (b *Backend) notify(key string, s *state) {
-	turn := ""
-	if len(s.queue) > 0 {
-		turn = s.queue[0].owner
-	}
-	for w := range b.watchers[key] {
-		if turn != "" && w.owner != "" && w.owner != turn {
-			continue
-		}
-		select {
-		case w.c <- struct{}{}:
-		default: // one pending wake-up is enough
-		}
-	}
-}
-
-// Watch implements driver.Backend.
-func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
-	if err := b.start(ctx); err != nil {
-		return nil, err
-	}
-	defer b.mu.Unlock()
-	w := &watch{b: b, key: key, owner: owner, c: make(chan struct{}, 1)}
-	set := b.watchers[key]
-	if set == nil {
-		set = make(map[*watch]struct{})
-		b.watchers[key] = set
-	}
-	set[w] = struct{}{}
-	return w, nil
-}
-
-type watch struct {
-	b     *Backend
-	key   string
-	owner string // a fair waiter's, woken in its turn only; "" for every release
-	c     chan struct{}
-	once  sync.Once
-}
-
-func (w *watch) C() <-chan struct{} { return w.c }
-
-func (w *watch) Close() error {
-	w.once.Do(func() {
-		w.b.mu.Lock()
-		defer w.b.mu.Unlock()
-		set := w.b.watchers[w.key]
-		delete(set, w)
-		if len(set) == 0 {
-			delete(w.b.watchers, w.key)
-		}
-	})
-	return nil
-}
-
-// Stores opened by URL, by name: "mem://" and "mem://jobs" are two stores,
-// each shared by every client that opens the same URL in this process.
-var named struct {
-	sync.Mutex
-	stores map[string]*Backend
-}
-
-func init() {
-	distlock.Register("mem", func(_ context.Context, u *url.URL) (driver.Backend, error) {
-		named.Lock()
-		defer named.Unlock()
-		if named.stores == nil {
-			named.stores = make(map[string]*Backend)
-		}
-		name := u.Host + u.Path
-		b := named.stores[name]
-		if b == nil {
-			b = New()
-			named.stores[name] = b
-		}
-		return b, nil
-	})
-}
-
-// Stored lists what b keeps about the keys whose names begin with prefix,
-// after dropping what lapsed: the state of keys held or waited for, the
-// last token of keys freed lately, release receipts and watches. A key
-// nobody holds or waits for leaves nothing after about 10s. It is for
-// tests that check that a program leaves no lock behind (and for
-// distlocktest.Harness.Stored).
-func (b *Backend) Stored(prefix string) []string {
-	if err := b.lock(); err != nil {
-		return nil
-	}
-	defer b.mu.Unlock()
-	now := time.Now()
-	b.lastly.drop(now)
-	b.receipts.drop(now)
-	var out []string
-	add := func(what, key string) {
-		if strings.HasPrefix(key, prefix) {
-			out = append(out, what+" "+key)
-		}
-	}
-	for key := range b.keys {
-		add("state", key)
-	}
-	for key := range b.lastly.token {
-		add("token", key)
-	}
-	for l := range b.receipts.at {
-		add("receipt", l.Key)
-	}
-	for key := range b.watchers {
-		add("watch", key)
-	}
-	slices.Sort(out)
-	return out
 }

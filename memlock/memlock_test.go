@@ -3,6 +3,8 @@ package memlock_test
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,7 +21,7 @@ func TestConformance(t *testing.T) {
 		NewBackend: func(testing.TB) driver.Backend { return b },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
 		Stored:     func(_ testing.TB, prefix string) []string { return b.Stored(prefix) },
-		TTL:        500 * time.Millisecond,
+		TTL:        time.Second, // renewals every 1/3s: a few missed under a CPU hog and -race do not end the lease
 	})
 }
 
@@ -47,7 +49,7 @@ func TestWrapperKeepsCapabilities(t *testing.T) {
 	distlocktest.Run(t, distlocktest.Harness{
 		NewBackend: func(testing.TB) driver.Backend { return w },
 		Expire:     func(_ testing.TB, key string) { b.Expire(key) },
-		TTL:        500 * time.Millisecond,
+		TTL:        time.Second, // renewals every 1/3s: a few missed under a CPU hog and -race do not end the lease
 	})
 	if w.acquires.Load() == 0 {
 		t.Errorf("the suite's acquisitions did not go through the wrapper")
@@ -88,21 +90,91 @@ func TestNilBackend(t *testing.T) {
 }
 
 // TestBadRequests: requests no caller following the contract sends are
-// errors, not locks.
+// errors, not locks, and say which contract rule they break.
 func TestBadRequests(t *testing.T) {
 	b := memlock.New()
 	ctx := context.Background()
-	for name, req := range map[string]driver.Request{
-		"zero TTL":          {Lease: driver.Lease{Key: "k", Owner: "o"}},
-		"unknown kind":      {Lease: driver.Lease{Key: "k", Owner: "o", Kind: 9}, TTL: time.Second},
-		"semaphore of none": {Lease: driver.Lease{Key: "k", Owner: "o", Kind: driver.Permit}, TTL: time.Second},
+	lease := func(key, owner string, kind driver.Kind) driver.Lease {
+		return driver.Lease{Key: key, Owner: owner, Kind: kind}
+	}
+	for _, tc := range []struct {
+		name string
+		req  driver.Request
+		want error
+	}{
+		{"zero TTL", driver.Request{Lease: lease("k", "o", driver.Exclusive)}, driver.ErrInvalidRequest},
+		{"unknown kind", driver.Request{Lease: lease("k", "o", 9), TTL: time.Second}, driver.ErrInvalidRequest},
+		{"semaphore of none", driver.Request{Lease: lease("k", "o", driver.Permit), TTL: time.Second}, driver.ErrInvalidRequest},
+		{"empty owner", driver.Request{Lease: lease("k", "", driver.Exclusive), TTL: time.Second}, driver.ErrInvalidRequest},
+		{"empty key", driver.Request{Lease: lease("", "o", driver.Exclusive), TTL: time.Second}, driver.ErrInvalidKey},
+		{"overlong key", driver.Request{Lease: lease(strings.Repeat("k", driver.MaxKeyLen+1), "o", driver.Exclusive), TTL: time.Second}, driver.ErrInvalidKey},
+		{"fair read lock", driver.Request{Lease: lease("k", "o", driver.Read), TTL: time.Second, Fair: true}, errors.ErrUnsupported},
+		{"re-entrant permit", driver.Request{Lease: lease("k", "o", driver.Permit), TTL: time.Second, Limit: 2, Reentry: "id"}, errors.ErrUnsupported},
 	} {
-		if g, err := b.Acquire(ctx, req); err == nil {
-			t.Errorf("%s: %+v; want an error", name, g)
+		if g, err := b.Acquire(ctx, tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %+v, %v; want an error wrapping %v", tc.name, g, err, tc.want)
 		}
 	}
-	if _, err := b.Refresh(ctx, driver.Lease{Key: "k", Owner: "o"}, 0); err == nil {
-		t.Errorf("Refresh with a zero TTL: no error")
+	if got := b.Stored(""); len(got) > 0 {
+		t.Errorf("the refused requests left %q", got)
+	}
+	if _, err := b.Refresh(ctx, lease("k", "o", driver.Exclusive), 0); !errors.Is(err, driver.ErrInvalidRequest) {
+		t.Errorf("Refresh with a zero TTL: %v; want ErrInvalidRequest", err)
+	}
+	if err := b.Release(ctx, lease("k", "", driver.Exclusive)); !errors.Is(err, driver.ErrInvalidRequest) {
+		t.Errorf("Release without owner: %v; want ErrInvalidRequest", err)
+	}
+}
+
+// TestMaxTTL: a store with a maximum lease refuses a longer TTL, on
+// Acquire and on Refresh, with the error that carries the maximum, which
+// package distlock reports as an invalid TTL; shorter leases work.
+func TestMaxTTL(t *testing.T) {
+	b := memlock.New(memlock.WithMaxTTL(20 * time.Second))
+	c := distlock.New(b)
+	ctx := context.Background()
+	var tl *driver.TTLTooLongError
+	_, err := c.Mutex("k", distlock.WithTTL(25*time.Second)).TryLock(ctx)
+	if !errors.Is(err, distlock.ErrInvalidTTL) || !errors.As(err, &tl) || tl.Max != 20*time.Second {
+		t.Errorf("TryLock above the maximum: %v; want ErrInvalidTTL with a TTLTooLongError of Max 20s", err)
+	}
+	l, err := c.Mutex("k", distlock.WithTTL(20*time.Second)).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock at the maximum: %v", err)
+	}
+	defer l.Unlock(ctx)
+	if err := l.Refresh(ctx, 21*time.Second); !errors.Is(err, distlock.ErrInvalidTTL) || !errors.Is(err, driver.ErrTTLTooLong) {
+		t.Errorf("Refresh above the maximum: %v; want ErrInvalidTTL wrapping driver.ErrTTLTooLong", err)
+	}
+	if err := l.Refresh(ctx, 10*time.Second); err != nil {
+		t.Errorf("Refresh below the maximum: %v", err)
+	}
+}
+
+// TestInvalidOption: an invalid option makes every method fail, naming
+// it, and package distlock fails Lock at once rather than retrying.
+func TestInvalidOption(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, opt := range []memlock.Option{memlock.WithMaxTTL(0), nil} {
+		b := memlock.New(opt)
+		req := driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}
+		_, err := b.Acquire(ctx, req)
+		if !errors.Is(err, distlock.ErrInvalidBackend) || !strings.HasPrefix(err.Error(), "memlock: ") {
+			t.Errorf("Acquire: %v; want a memlock error wrapping ErrInvalidBackend", err)
+		}
+		if err := b.Release(ctx, req.Lease); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("Release: %v; want ErrInvalidBackend", err)
+		}
+		if _, err := b.Watch(ctx, "k", ""); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("Watch: %v; want ErrInvalidBackend", err)
+		}
+		if _, err := distlock.New(b).Mutex("k").Lock(ctx); !errors.Is(err, distlock.ErrInvalidBackend) || ctx.Err() != nil {
+			t.Errorf("Lock: %v (ctx: %v); want ErrInvalidBackend at once", err, ctx.Err())
+		}
+	}
+	if _, err := memlock.New(memlock.WithMaxTTL(-time.Second)).Inspect(ctx, "k"); err == nil || !strings.Contains(err.Error(), "WithMaxTTL(-1s)") {
+		t.Errorf("Inspect: %v; want an error naming WithMaxTTL(-1s)", err)
 	}
 }
 
@@ -176,4 +248,31 @@ func TestFairWaiterBehindVanishedWaiter(t *testing.T) {
 		t.Fatalf("fair waiter behind a vanished one: %v", err)
 	}
 	_ = l.Unlock(ctx)
+}
+
+// TestOpenURL: a URL names a store shared by every client that opens it;
+// another name is another store.
+func TestOpenURL(t *testing.T) {
+	ctx := context.Background()
+	open := func(raw string) driver.Backend {
+		t.Helper()
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := memlock.OpenURL(ctx, u)
+		if err != nil {
+			t.Fatalf("OpenURL(%s): %v", raw, err)
+		}
+		return b
+	}
+	if a, b := open("mem://jobs-openurl"), open("mem://jobs-openurl"); a != b {
+		t.Errorf("one name opened two stores")
+	}
+	if a, b := open("mem://jobs-openurl"), open("mem://other-openurl"); a == b {
+		t.Errorf("two names opened one store")
+	}
+	if _, err := memlock.OpenURL(ctx, nil); !errors.Is(err, distlock.ErrInvalidURL) {
+		t.Errorf("OpenURL(nil): %v; want ErrInvalidURL", err)
+	}
 }

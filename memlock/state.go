@@ -20,7 +20,7 @@ type state struct {
 	holds   map[string]*hold // by owner
 	queue   []place          // fair waiters, first come first
 	claim   place            // a writer waiting for the readers to leave; owner "" if none
-	timer   *time.Timer      // runs settle at the next lapse
+	timer   *time.Timer      // runs settleLocked at the next lapse
 	wake    bool             // something freed: the waiters are to be woken
 }
 
@@ -225,8 +225,8 @@ func (r *lastTokens) drop(now time.Time) {
 // receipts remember recent releases, so that a repeated Release of the
 // same owner (after a lost reply, in a real store) reports success.
 type receipts struct {
-	at    map[driver.Lease]time.Time
-	order []driver.Lease // order[head:] by age, oldest first
+	at    map[driver.LeaseID]time.Time
+	order []driver.LeaseID // order[head:] by age, oldest first
 	head  int
 }
 
@@ -238,10 +238,10 @@ const (
 	retention   = receiptTTL
 )
 
-func (r *receipts) add(l driver.Lease, now time.Time) {
+func (r *receipts) add(l driver.LeaseID, now time.Time) {
 	r.drop(now)
 	if r.at == nil {
-		r.at = make(map[driver.Lease]time.Time)
+		r.at = make(map[driver.LeaseID]time.Time)
 	}
 	if len(r.at) >= maxReceipts {
 		r.forget()
@@ -250,7 +250,7 @@ func (r *receipts) add(l driver.Lease, now time.Time) {
 	r.order = append(r.order, l)
 }
 
-func (r *receipts) has(l driver.Lease, now time.Time) bool {
+func (r *receipts) has(l driver.LeaseID, now time.Time) bool {
 	r.drop(now)
 	_, ok := r.at[l]
 	return ok
@@ -266,7 +266,7 @@ func (r *receipts) drop(now time.Time) {
 // forget drops the oldest receipt.
 func (r *receipts) forget() {
 	delete(r.at, r.order[r.head])
-	r.order[r.head] = driver.Lease{}
+	r.order[r.head] = driver.LeaseID{}
 	r.head++
 	if r.head > len(r.order)/2 { // reuse the front of the slice
 		r.order = r.order[:copy(r.order, r.order[r.head:])]
