@@ -311,7 +311,7 @@ func testForcedExpiry(t testing.TB, h Harness) {
 
 func testRefreshExtends(t testing.TB, h Harness) {
 	key := uniqueKey(t)
-	ttl := h.ttl()
+	ttl := h.renewalTTL()
 	a := mustLock(t, newClient(t, h, distlock.WithTTL(ttl), distlock.WithoutAutoRefresh()).Mutex(key))
 	before := a.ValidUntil()
 	time.Sleep(ttl / 2)
@@ -339,7 +339,7 @@ func testRefreshExtends(t testing.TB, h Harness) {
 
 func testWatchdog(t testing.TB, h Harness) {
 	key := uniqueKey(t)
-	ttl := h.ttl()
+	ttl := h.renewalTTL()
 	a := mustLock(t, newClient(t, h, distlock.WithTTL(ttl)).Mutex(key))
 	first := a.ValidUntil()
 	time.Sleep(4 * ttl)

@@ -45,7 +45,8 @@ type Harness struct {
 	Expire func(t testing.TB, key string)
 
 	// TTL is the short lease the expiry tests use. It should be a few
-	// times the backend's worst round trip. Default 200ms.
+	// times the backend's worst round trip. Default 200ms. The checks
+	// that renew a lease across several TTLs use at least 1s.
 	TTL time.Duration
 
 	// Stored lists what the backend keeps in its store for the keys whose
@@ -76,6 +77,14 @@ func (h Harness) ttl() time.Duration {
 	}
 	return 200 * time.Millisecond
 }
+
+// renewalTTL is the lease of the checks that keep a lock across several
+// TTLs by renewing it: TTL, but at least a second. A renewal falls due a
+// third of the way into the lease and must be confirmed before its end;
+// on a loaded machine a goroutine or a database server process can wait
+// hundreds of milliseconds for a CPU, which a lease of a fraction of a
+// second does not survive, while a lock that ends then is doing its job.
+func (h Harness) renewalTTL() time.Duration { return max(h.ttl(), time.Second) }
 
 // check is one behaviour of the contract.
 type check struct {

@@ -144,7 +144,7 @@ func testReentrantHolds(t testing.TB, h Harness) {
 // keeps the lease alone.
 func testReentrantRenewal(t testing.TB, h Harness) {
 	key := uniqueKey(t)
-	ttl := h.ttl()
+	ttl := h.renewalTTL()
 	ctx := distlock.ContextWithOwner(timeout(t, 10*time.Second), distlock.NewOwnerID())
 	m := newClient(t, h, distlock.WithTTL(ttl)).Mutex(key)
 	a := mustLockIn(t, ctx, m)
