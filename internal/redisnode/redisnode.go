@@ -35,7 +35,7 @@ import (
 // on Redis Cluster. FORMAT.md describes what each holds.
 type Keys struct {
 	Name    string // the lock's name, as the caller gave it
-	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
+	Lock    string // a lease, "owner\nfence\nsince-ms\ndescription" with the lease as its TTL, or the free record its release leaves (FORMAT.md)
 	Fence   string // the fencing counter, when a token needs it; expires once the clock floor has passed it (see token.lua)
 	Guard   string // the restart guard's marker, shared by the locks of a prefix (of a hash slot, on Cluster)
 	Channel string // published to on release
@@ -47,12 +47,11 @@ type Keys struct {
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
-	// Receipt names the last release of the lock (owner and call) and the
-	// released lease's token, for a short while, so that the same call
-	// sent again after a lost reply knows it released, and the next grant
-	// knows the last token; PermitReceipts and ReadReceipts name the
-	// releases of permits and of readers (sorted sets by expiry).
-	Receipt        string
+	// PermitReceipts, ReadReceipts and HoldReceipts name the releases of
+	// permits, of readers and of a re-entrant lease's holds (sorted sets by
+	// expiry), so that the same call sent again after a lost reply knows it
+	// released. A release of the lock itself leaves its receipt in the lock
+	// key (see FORMAT.md).
 	PermitReceipts string
 	ReadReceipts   string
 	HoldReceipts   string
@@ -91,11 +90,11 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
 	k.Guard = markerName(prefix, k.Lock, g.Cluster)
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
-	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
+	k.PermitReceipts, k.ReadReceipts = base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
 	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
-		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kReceipt: k.Receipt, kWriting: k.Writing,
+		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kWriting: k.Writing,
 		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
 		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts}
 	n := 0
@@ -422,11 +421,12 @@ func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, tt
 
 // Release runs the release script: it reports whether owner held the lock.
 //
-// A release leaves a receipt for [ReceiptTTL], so that a repeat of it —
-// the client's retry, or run's, after its reply was lost — reports the
-// release it made rather than a lock it no longer finds. Receipts are per
-// owner: an owner token names one holding, and is released once, so any
-// release of it within ReceiptTTL of the first is a repeat.
+// A release leaves a receipt, in the free record it writes over the lease
+// for [ReceiptTTL] and then in the next lease (see FORMAT.md), so that a
+// repeat of it — the client's retry, or run's, after its reply was lost —
+// reports the release it made rather than a lock it no longer finds.
+// Receipts are per owner: an owner token names one holding, and is
+// released once, so any release of it that finds its receipt is a repeat.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
 	return ReleaseWaking(ctx, c, k, owner, WakeNext)
 }
@@ -474,7 +474,7 @@ func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 // ReceiptTTL is how long a release's receipt lasts: longer than a client's
 // retries of the call take (go-redis: up to 3 retries, each at most its
 // ReadTimeout, 5s by default, when no context deadline cuts them short).
-// The lock's receipt lasts COUNTER_LIFE (token.lua), the same 10s.
+// The lock's free record lasts COUNTER_LIFE (prelude.lua), the same 10s.
 const ReceiptTTL = 10 * time.Second
 
 var receiptMillis any = ReceiptTTL.Milliseconds()
@@ -539,7 +539,8 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 	}
 	st.Owner = lines[0] // for a re-entrant lease: '*' and its identity
 	st.Token, _ = strconv.ParseUint(lines[1], 10, 64)
-	st.Meta = map[string]string{"since": lines[2]}
+	since, _, _ := strings.Cut(lines[2], " ") // then the receipt it carries, if any
+	st.Meta = map[string]string{"since": since}
 	for _, kv := range lines[3:] {
 		switch k, v, ok := strings.Cut(kv, "="); {
 		case k == kindKey:
@@ -637,7 +638,9 @@ func run(ctx context.Context, c redis.Scripter, s *script, keys []any, args ...a
 		for i, k := range keys {
 			list[i] = k.(string)
 		}
-		return s.Run(ctx, c, list, args...)
+		// A copy: go-redis keeps the arguments, and args must not escape,
+		// so that the callers' argument lists stay off the heap.
+		return s.Run(ctx, c, list, slices.Clone(args)...)
 	}
 	argv := make([]any, 0, 3+len(keys)+len(args))
 	argv = append(argv, "evalsha", s.sha, len(keys))

@@ -13,15 +13,15 @@
 --
 -- The fast path, before the helpers are built: a free lock whose records
 -- are quiet (see take_quiet in prelude.lua).
-local r = redis.call('MGET', lock, lock .. ':receipt', counter)
-if not r[1] then
+local r = redis.call('MGET', lock, counter)
+if r[1] and is_free(r[1]) then
   local token = take_quiet(lock, counter, r, owner, desc, ttl, guard)
   if token then
     return token
   end
 end
 --[[helpers]]
-local v, last, quiet = records(lock, counter, r)
+local v, last, quiet, free = records(lock, counter, r)
 if not v then
   if not quiet then
     local other = beside_lock(counter)
@@ -29,7 +29,7 @@ if not v then
       return other
     end
   end
-  return take(lock, counter, marker, owner, desc, ttl, guard, last)
+  return take(lock, counter, marker, owner, desc, ttl, guard, last, free)
 end
 local prefix = owner .. '\n'
 if string.sub(v, 1, #prefix) == prefix then
