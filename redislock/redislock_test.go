@@ -169,6 +169,14 @@ func TestInvalidInput(t *testing.T) {
 	}
 	lockFails(t, "WithReplicas(-1)", b)
 
+	// An invalid option fails every call, the first grant included.
+	nd := newBackend(t, newClient(t, srv.Addr()), redislock.WithDrift(nil))
+	if _, err := distlock.New(nd).Mutex("k").TryLock(ctx); !errors.Is(err, distlock.ErrInvalidBackend) ||
+		!strings.Contains(err.Error(), "WithDrift") {
+		t.Errorf("WithDrift(nil): TryLock: %v; want ErrInvalidBackend naming WithDrift", err)
+	}
+	lockFails(t, "WithDrift(nil)", nd)
+
 	// Called directly, the backend checks what the front end would.
 	good := newBackend(t, newClient(t, srv.Addr()))
 	if _, err := good.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: "", Owner: "o"}, TTL: time.Second}); !errors.Is(err, driver.ErrInvalidKey) {
