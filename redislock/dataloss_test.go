@@ -134,18 +134,18 @@ func TestEviction(t *testing.T) {
 	m := distlock.New(newBackend(t, rdb, redislock.WithMaxTTL(time.Second)), distlock.WithTTL(time.Second)).Mutex(t.Name())
 	last := lockTimes(t, m, 3)
 	ctx := context.Background()
-	// The last token is kept by the counter and the release receipt.
+	// The last token is kept by the counter and the free record.
 	k := redistest.Keys(redislock.DefaultPrefix, t.Name())
 	value := strings.Repeat("x", 4096)
 	for i := 0; ; i++ {
 		if i == 100000 {
-			t.Fatalf("the counter and the receipt were not evicted after %d cache writes", i)
+			t.Fatalf("the counter and the free record were not evicted after %d cache writes", i)
 		}
 		if err := rdb.Set(ctx, "cache:"+strconv.Itoa(i), value, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if i%64 == 0 {
-			if n, err := rdb.Exists(ctx, k.Fence, k.Receipt).Result(); err != nil || n == 0 {
+			if n, err := rdb.Exists(ctx, k.Fence, k.Lock).Result(); err != nil || n == 0 {
 				break
 			}
 		}

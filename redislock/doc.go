@@ -19,19 +19,22 @@
 //     recognised instead of waiting for its own lock to expire. Otherwise the
 //     holder's remaining TTL comes back as the retry hint, and the lease is
 //     marked as waited for.
-//   - Release: compare the owner and DEL, then PUBLISH on the lock's channel
-//     if the lease is marked: a lease nobody was refused by wakes nobody.
-//     (A waiter subscribes before it tries again, so the lease that refuses
-//     that try is one it will hear released.)
-//     The release also leaves a receipt (the owner, PX 10s) so that a
-//     release sent again because its reply was lost reports the release it
-//     made instead of a lock it no longer finds; an owner token names one
-//     holding, so any release of it within 10s is such a repeat. A receipt
-//     is one key per lock, overwritten by the next release, so a repeat
-//     that comes after another holder's full acquire-and-release (within
-//     the few milliseconds a repeat takes) still reports the lock lost. An
-//     owner that held nothing is taken out of the fair queue instead (a
-//     waiter giving up), in a second script.
+//   - Release: compare the owner and overwrite the lease with a small free
+//     record (PX 10s), then PUBLISH on the lock's channel if the lease is
+//     marked: a lease nobody was refused by wakes nobody. (A waiter
+//     subscribes before it tries again, so the lease that refuses that try
+//     is one it will hear released.) The free record is the release's
+//     receipt (the owner) and the released lease's token: a release sent
+//     again because its reply was lost reports the release it made instead
+//     of a lock it no longer finds; an owner token names one holding, so
+//     any release of it found there is such a repeat. The next grant
+//     carries the receipt on in its lease (a digest of it), so a repeat
+//     still reports its release while another holder has the lock; the
+//     next release replaces it, so a repeat that comes after another
+//     holder's full acquire-and-release (within the few milliseconds a
+//     repeat takes) still reports the lock lost. An owner that held
+//     nothing is taken out of the fair queue instead (a waiter giving up),
+//     in a second script.
 //   - Refresh: compare the owner and PEXPIRE (with [WithReplicas], then
 //     WAIT, on the same connection).
 //
@@ -91,7 +94,7 @@
 // tokens of a plain lock; a repeat after a lost reply finds its hold and adds
 // none. Release and Refresh look at the holds only when the owner is not
 // the lock key's, so plain locks cost what they did: a release removes one
-// hold (with a receipt per call, kept 10s) and the last one deletes the key;
+// hold (with a receipt per call, kept 10s) and the last one frees the key;
 // a renewal by any hold extends the lease and its holds together, never
 // below what is left while there are other holds. Re-entrant locks may be
 // fair (see Fair locks).
@@ -134,13 +137,15 @@
 // # Fencing tokens and lost data
 //
 // A grant's token is max(last + 1, server clock in µs), where last is the
-// highest token the key's records keep: the lease, its release's receipt
-// and the counter, read in one command by the same script: no extra round
-// trip. The lease keeps its token while it lives and the receipt for 10s
-// after its release; the counter is written only for a token that ran
-// ahead of the clock floor (a burst of grants, a written-back token, a
-// clock set back), which the floor would not pass before the lease ends,
-// so an uncontended acquire and release cost eight server commands. While the records last, each grant's token
+// highest token the key's records keep: the lock key (the lease, or the
+// free record its release left) and the counter, read in one command by
+// the same script: no extra round trip. The lease keeps its token while it
+// lives and the free record for 10s after its release; the counter is
+// written only for a token that ran ahead of the clock floor (a burst of
+// grants, a written-back token, a clock set back), which the floor would
+// not pass before the lease ends, so an uncontended acquire and release
+// cost seven server commands (EVALSHA, MGET, TIME and SET; EVALSHA, GET
+// and SET). While the records last, each grant's token
 // is above the last. When they are lost — a restart without persistence, FLUSHALL, an eviction under an
 // allkeys-* policy, a failover to a replica that had not received the last
 // grants, a restart from an older snapshot — the next token comes from the
@@ -257,8 +262,9 @@
 //	lost lease known by        all          the client's and the server's clocks advance at rates
 //	  ValidUntil (Done)                     within the drift allowance (WithDrift)
 //
-// Every key a lock leaves behind expires: the lock with its lease, a
-// release's receipts after 10s, a fair queue one place's length after its
+// Every key a lock leaves behind expires: the lock with its lease, or its
+// free record 10s after its release, the receipts of permits, readers and
+// holds after 10s, a fair queue one place's length after its
 // last waiter, a semaphore's or readers' sets with their last lease. The
 // counter, when written, lasts 10s after the key's last grant, and longer
 // when it ran ahead of the server clock (a written-back token, a burst of

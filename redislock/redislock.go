@@ -72,7 +72,8 @@ func WithReplicas(n int, timeout time.Duration) Option {
 }
 
 // WithDrift sets the clock drift allowance subtracted from a lease's TTL
-// to get its local validity (default driver.DefaultDrift: 1% + 2ms).
+// to get its local validity (default driver.DefaultDrift: 1% + 2ms). A nil
+// f fails every call with an error wrapping distlock.ErrInvalidBackend.
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 	return func(b *Backend) { b.drift = f }
 }
@@ -118,6 +119,9 @@ func (b *Backend) usable() error {
 	}
 	if b.prefixErr != nil {
 		return fmt.Errorf("redislock: WithPrefix: %w: %w", b.prefixErr, distlock.ErrInvalidBackend)
+	}
+	if b.drift == nil {
+		return fmt.Errorf("redislock: WithDrift(nil): want a function: %w", distlock.ErrInvalidBackend)
 	}
 	return nil
 }
@@ -203,11 +207,14 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	default:
 		return driver.Grant{}, fmt.Errorf("redislock: unknown lock kind %d", req.Kind)
 	}
-	var guarded *redisnode.GuardError
 	switch {
-	case errors.As(err, &guarded):
-		return driver.Grant{RetryAfter: guarded.Wait, Guarded: true}, nil
 	case err != nil:
+		// Declared here, not above: its address goes to errors.As, which
+		// would put it on the heap on every call.
+		var guarded *redisnode.GuardError
+		if errors.As(err, &guarded) {
+			return driver.Grant{RetryAfter: guarded.Wait, Guarded: true}, nil
+		}
 		return driver.Grant{}, misconfigured(err)
 	case token == 0:
 		return driver.Grant{RetryAfter: wait}, nil

@@ -78,11 +78,11 @@ func TestOneOfFiveRestartedEmpty(t *testing.T) {
 					// An attempt begun while the first lease was valid may
 					// win once it has ended, without master 2.
 					overlap := time.Now().Before(first.ValidUntil())
-					on2, _ := srvs[2].Do(t, "EXISTS", lockKey(key))
+					on2, _ := srvs[2].Do(t, "GET", lockKey(key))
 					_ = l.Unlock(context.Background())
-					if overlap || on2 != "0" {
+					if overlap || leased(on2) {
 						t.Fatalf("a second holder (token %d; master 2 granted: %v) while the first (token %d) was valid: %v",
-							l.Token(), on2 != "0", first.Token(), overlap)
+							l.Token(), leased(on2), first.Token(), overlap)
 					}
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -181,7 +181,7 @@ func TestGuardedVote(t *testing.T) {
 	// The give-back to a master the vote did not wait for may still be on
 	// its way.
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if held, _ := fresh.Do(t, "EXISTS", lockKey(t.Name())); held == "0" {
+		if v, _ := fresh.Do(t, "GET", lockKey(t.Name())); !leased(v) {
 			break
 		}
 		if time.Now().After(deadline) {

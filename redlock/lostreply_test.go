@@ -68,8 +68,8 @@ func TestLostReleaseReplies(t *testing.T) {
 					t.Fatalf("node %d: the release's reply was not dropped: the fault was not injected", i)
 				}
 			}
-			for i, v := range onNodes(t, srvs, "EXISTS", lockKey(key)) {
-				if v != "0" {
+			for i, v := range onNodes(t, srvs, "GET", lockKey(key)) {
+				if leased(v) {
 					t.Errorf("node %d still has the lock after the release", i)
 				}
 			}

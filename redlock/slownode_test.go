@@ -124,8 +124,8 @@ func stallable(t *testing.T, n, stalled int) ([]*testserver.Redis, *testserver.P
 func holders(t *testing.T, srvs []*testserver.Redis, key string) []int {
 	t.Helper()
 	var held []int
-	for i, v := range onNodes(t, srvs, "EXISTS", lockKey(key)) {
-		if v != "0" {
+	for i, v := range onNodes(t, srvs, "GET", lockKey(key)) {
+		if leased(v) {
 			held = append(held, i)
 		}
 	}

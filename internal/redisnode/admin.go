@@ -81,7 +81,7 @@ var holdingSuffixes = []string{"", ":readers", ":permits"}
 
 // allSuffixes are the endings of every key of a lock (see keysFor).
 var allSuffixes = []string{"", ":fence", ":queue", ":places", ":readers", ":rtokens", ":writing",
-	":receipt", ":receipts", ":rreceipts", ":holds", ":hreceipts", ":permits", ":tokens"}
+	":receipts", ":rreceipts", ":holds", ":hreceipts", ":permits", ":tokens"}
 
 // nameOf returns the lock name of key, a key under prefix, if key is one of
 // a lock's keys that end in one of suffixes.

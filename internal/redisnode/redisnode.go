@@ -35,7 +35,7 @@ import (
 // on Redis Cluster. FORMAT.md describes what each holds.
 type Keys struct {
 	Name    string // the lock's name, as the caller gave it
-	Lock    string // holds "owner\nfence\nsince-ms\ndescription", with the lease as its TTL
+	Lock    string // a lease, "owner\nfence\nsince-ms\ndescription" with the lease as its TTL, or the free record its release leaves (FORMAT.md)
 	Fence   string // the fencing counter, when a token needs it; expires once the clock floor has passed it (see token.lua)
 	Guard   string // the restart guard's marker, shared by the locks of a prefix (of a hash slot, on Cluster)
 	Channel string // published to on release
@@ -47,12 +47,11 @@ type Keys struct {
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
-	// Receipt names the last release of the lock (owner and call) and the
-	// released lease's token, for a short while, so that the same call
-	// sent again after a lost reply knows it released, and the next grant
-	// knows the last token; PermitReceipts and ReadReceipts name the
-	// releases of permits and of readers (sorted sets by expiry).
-	Receipt        string
+	// PermitReceipts, ReadReceipts and HoldReceipts name the releases of
+	// permits, of readers and of a re-entrant lease's holds (sorted sets by
+	// expiry), so that the same call sent again after a lost reply knows it
+	// released. A release of the lock itself leaves its receipt in the lock
+	// key (see FORMAT.md).
 	PermitReceipts string
 	ReadReceipts   string
 	HoldReceipts   string
@@ -91,11 +90,11 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
 	k.Guard = markerName(prefix, k.Lock, g.Cluster)
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
-	k.Receipt, k.PermitReceipts, k.ReadReceipts = base+":receipt", base+":receipts", base+":rreceipts"
+	k.PermitReceipts, k.ReadReceipts = base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
 	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
-		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kReceipt: k.Receipt, kWriting: k.Writing,
+		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kWriting: k.Writing,
 		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
 		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts}
 	n := 0
@@ -225,6 +224,23 @@ type boxedMillis struct {
 
 var lastTTL atomic.Pointer[boxedMillis]
 
+// boxOwner returns owner as a command argument, boxed once for the owner
+// last boxed: a holding's release and renewals name the owner its
+// acquisition boxed.
+func boxOwner(owner string) any {
+	if v := lastOwner.Load(); v != nil {
+		if s, _ := v.(string); s == owner {
+			return v
+		}
+	}
+	var v any = owner
+	lastOwner.Store(v)
+	return v
+}
+
+// lastOwner holds the owner last boxed, as a boxed string.
+var lastOwner atomic.Value
+
 var lastDesc atomic.Pointer[described]
 
 func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
@@ -232,7 +248,11 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
-	return grantOf(run(ctx, c, acquireScript, k.of(acquireScript), owner, boxMillis(ttl), boxDesc(desc), k.grant), k, driver.Exclusive, 0)
+	buf := argvs.Get().(*[]any)
+	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant}), k, driver.Exclusive, 0)
+	clear(*buf)
+	argvs.Put(buf)
+	return token, holderTTL, err
 }
 
 // AcquireCmd queues the acquire script on a pipeline; read it with
@@ -251,7 +271,7 @@ func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, tt
 // hold waits its turn, and while it holds the lock, further holds are
 // granted at once; such a request takes no grant handed over (stamp "").
 func AcquireFair(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, place time.Duration, stamp, reentry string) (token uint64, holderTTL time.Duration, err error) {
-	return grantOf(run(ctx, c, fairScript, k.of(fairScript), owner, boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, reentry, k.grant), k, driver.Exclusive, 0)
+	return grantOf(run(ctx, c, fairScript, k.of(fairScript), boxOwner(owner), boxMillis(ttl), boxDesc(desc), place.Milliseconds(), stamp, reentry, k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireFairCmd queues the fair acquire script on a pipeline.
@@ -265,7 +285,7 @@ func AcquireFairCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string
 // ends with its last hold. [Refresh] of any hold renews the lease for all,
 // never shortening it while it has other holds.
 func AcquireReentrant(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, reentry string) (token uint64, holderTTL time.Duration, err error) {
-	return grantOf(run(ctx, c, reentryScript, k.of(reentryScript), owner, boxMillis(ttl), boxDesc(desc), reentry, k.grant), k, driver.Exclusive, 0)
+	return grantOf(run(ctx, c, reentryScript, k.of(reentryScript), boxOwner(owner), boxMillis(ttl), boxDesc(desc), reentry, k.grant), k, driver.Exclusive, 0)
 }
 
 // AcquireReentrantCmd queues the re-entrant acquire script on a pipeline.
@@ -275,7 +295,7 @@ func AcquireReentrantCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner s
 
 // Leave takes owner out of the fair queue and releases its lock if it holds it.
 func Leave(ctx context.Context, c redis.Scripter, k Keys, owner string) error {
-	return run(ctx, c, leaveScript, k.of(leaveScript), owner, k.channel).Err()
+	return run(ctx, c, leaveScript, k.of(leaveScript), boxOwner(owner), k.channel).Err()
 }
 
 // LoadScripts loads every script on c, so that pipelined EVALSHA finds them.
@@ -380,53 +400,54 @@ func kindError(name, reply string, asked driver.Kind, limit int) *driver.KindErr
 // AcquirePermit takes one of the n permits of the semaphore k names; it
 // returns the token, or 0 and the time until the first permit expires.
 func AcquirePermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, n int) (token uint64, wait time.Duration, err error) {
-	return grantOf(run(ctx, c, permitScript, k.of(permitScript), owner, boxMillis(ttl), n, k.grant), k, driver.Permit, n)
+	return grantOf(run(ctx, c, permitScript, k.of(permitScript), boxOwner(owner), boxMillis(ttl), n, k.grant), k, driver.Permit, n)
 }
 
 // ReleasePermit gives owner's permit back: it reports whether owner held
 // one. Like [Release], it recognises its own repeat after a lost reply.
 func ReleasePermit(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, releasePermitScript, k.of(releasePermitScript), owner, k.channel, receiptID, receiptMillis).Int64()
+	v, err := run(ctx, c, releasePermitScript, k.of(releasePermitScript), boxOwner(owner), k.channel, receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
 // RefreshPermit extends owner's permit: it reports whether owner held one.
 func RefreshPermit(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	v, err := run(ctx, c, refreshPermitScript, k.of(refreshPermitScript), owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, refreshPermitScript, k.of(refreshPermitScript), boxOwner(owner), boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 
 // AcquireWrite takes a read-write lock for writing; with hold > 0, a writer
 // kept out by readers holds new readers off for hold.
 func AcquireWrite(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string, hold time.Duration) (token uint64, wait time.Duration, err error) {
-	return grantOf(run(ctx, c, writeScript, k.of(writeScript), owner, boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant), k, driver.Write, 0)
+	return grantOf(run(ctx, c, writeScript, k.of(writeScript), boxOwner(owner), boxMillis(ttl), boxDesc(desc), hold.Milliseconds(), k.grant), k, driver.Write, 0)
 }
 
 // AcquireRead takes a read-write lock for reading.
 func AcquireRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (token uint64, wait time.Duration, err error) {
-	return grantOf(run(ctx, c, readScript, k.of(readScript), owner, boxMillis(ttl), k.grant), k, driver.Read, 0)
+	return grantOf(run(ctx, c, readScript, k.of(readScript), boxOwner(owner), boxMillis(ttl), k.grant), k, driver.Read, 0)
 }
 
 // ReleaseRead ends owner's read lease: it reports whether owner held one.
 // Like [Release], it recognises its own repeat after a lost reply.
 func ReleaseRead(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
-	v, err := run(ctx, c, releaseReadScript, k.of(releaseReadScript), owner, k.channel, receiptID, receiptMillis).Int64()
+	v, err := run(ctx, c, releaseReadScript, k.of(releaseReadScript), boxOwner(owner), k.channel, receiptID, receiptMillis).Int64()
 	return v == 1, err
 }
 
 // RefreshRead extends owner's read lease: it reports whether owner held one.
 func RefreshRead(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	v, err := run(ctx, c, refreshReadScript, k.of(refreshReadScript), owner, boxMillis(ttl)).Int64()
+	v, err := run(ctx, c, refreshReadScript, k.of(refreshReadScript), boxOwner(owner), boxMillis(ttl)).Int64()
 	return v == 1, err
 }
 
 // Release runs the release script: it reports whether owner held the lock.
 //
-// A release leaves a receipt for [ReceiptTTL], so that a repeat of it —
-// the client's retry, or run's, after its reply was lost — reports the
-// release it made rather than a lock it no longer finds. Receipts are per
-// owner: an owner token names one holding, and is released once, so any
-// release of it within ReceiptTTL of the first is a repeat.
+// A release leaves a receipt, in the free record it writes over the lease
+// for [ReceiptTTL] and then in the next lease (see FORMAT.md), so that a
+// repeat of it — the client's retry, or run's, after its reply was lost —
+// reports the release it made rather than a lock it no longer finds.
+// Receipts are per owner: an owner token names one holding, and is
+// released once, so any release of it that finds its receipt is a repeat.
 func Release(ctx context.Context, c redis.Scripter, k Keys, owner string) (bool, error) {
 	return ReleaseWaking(ctx, c, k, owner, WakeNext)
 }
@@ -467,14 +488,17 @@ func GiveBack(ctx context.Context, c redis.Scripter, k Keys, owner string, token
 
 // ReleaseWaking is [Release], waking the waiters as wake says.
 func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
-	n, err := run(ctx, c, releaseScript, k.of(releaseScript), owner, k.channel, receiptID, receiptMillis, wakeArgs[wake], k.grant).Int64()
+	buf := argvs.Get().(*[]any)
+	n, err := runIn(ctx, c, releaseScript, buf, k.of(releaseScript), []any{boxOwner(owner), k.channel, receiptID, receiptMillis, wakeArgs[wake], k.grant}).Int64()
+	clear(*buf)
+	argvs.Put(buf)
 	return n == 1, err
 }
 
 // ReceiptTTL is how long a release's receipt lasts: longer than a client's
 // retries of the call take (go-redis: up to 3 retries, each at most its
 // ReadTimeout, 5s by default, when no context deadline cuts them short).
-// The lock's receipt lasts COUNTER_LIFE (token.lua), the same 10s.
+// The lock's free record lasts COUNTER_LIFE (prelude.lua), the same 10s.
 const ReceiptTTL = 10 * time.Second
 
 var receiptMillis any = ReceiptTTL.Milliseconds()
@@ -485,7 +509,7 @@ var receiptID any = "r"
 
 // Refresh runs the refresh script: it reports whether owner held the lock.
 func Refresh(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration) (bool, error) {
-	n, err := run(ctx, c, refreshScript, k.of(refreshScript), owner, boxMillis(ttl)).Int64()
+	n, err := run(ctx, c, refreshScript, k.of(refreshScript), boxOwner(owner), boxMillis(ttl)).Int64()
 	return n == 1, err
 }
 
@@ -539,7 +563,8 @@ func Inspect(ctx context.Context, c redis.Scripter, k Keys) (State, error) {
 	}
 	st.Owner = lines[0] // for a re-entrant lease: '*' and its identity
 	st.Token, _ = strconv.ParseUint(lines[1], 10, 64)
-	st.Meta = map[string]string{"since": lines[2]}
+	since, _, _ := strings.Cut(lines[2], " ") // then the receipt it carries, if any
+	st.Meta = map[string]string{"since": since}
 	for _, kv := range lines[3:] {
 		switch k, v, ok := strings.Cut(kv, "="); {
 		case k == kindKey:
@@ -626,6 +651,18 @@ type processor interface {
 // other numbers of keys or arguments than the script's row names (see
 // scripts.go) fails without being sent.
 func run(ctx context.Context, c redis.Scripter, s *script, keys []any, args ...any) *redis.Cmd {
+	return runIn(ctx, c, s, nil, keys, args)
+}
+
+// argvs keeps the argument lists of the commands of the uncontended
+// acquire and release (see runIn).
+var argvs = sync.Pool{New: func() any { return new([]any) }}
+
+// runIn is run, building the command's argument list in *buf when buf is
+// not nil, so that the list can be used again (argvs) once the caller has
+// read the reply: go-redis holds a command's arguments only while it sends
+// it.
+func runIn(ctx context.Context, c redis.Scripter, s *script, buf *[]any, keys, args []any) *redis.Cmd {
 	if len(keys) != len(s.keys) || len(args) != len(s.args) {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(fmt.Errorf("redisnode: script %s takes %d keys and %d arguments, not %d and %d", s.name, len(s.keys), len(s.args), len(keys), len(args)))
@@ -637,12 +674,23 @@ func run(ctx context.Context, c redis.Scripter, s *script, keys []any, args ...a
 		for i, k := range keys {
 			list[i] = k.(string)
 		}
-		return s.Run(ctx, c, list, args...)
+		// A copy: go-redis keeps the arguments, and args must not escape,
+		// so that the callers' argument lists stay off the heap.
+		return s.Run(ctx, c, list, slices.Clone(args)...)
 	}
-	argv := make([]any, 0, 3+len(keys)+len(args))
+	var argv []any
+	if buf != nil {
+		argv = (*buf)[:0]
+	}
+	if cap(argv) < 3+len(keys)+len(args) {
+		argv = make([]any, 0, 3+len(keys)+len(args))
+	}
 	argv = append(argv, "evalsha", s.sha, len(keys))
 	argv = append(argv, keys...)
 	argv = append(argv, args...)
+	if buf != nil {
+		*buf = argv
+	}
 	cmd := process(ctx, p, argv)
 	if IsNoScript(cmd.Err()) {
 		argv[0], argv[1] = "eval", s.src

@@ -31,8 +31,7 @@ var (
 		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
 		keys: []binding{
 			{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}, {"writing", kWriting},
-			{"receipt", kReceipt}, {"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence},
-			{"marker", kGuard},
+			{"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence}, {"marker", kGuard},
 		},
 		args: []string{"owner", "channel", "call", "receipt_life", "wake", "guard"},
 	})
@@ -195,7 +194,6 @@ const (
 	kPlaces
 	kHolds
 	kHoldReceipts
-	kReceipt
 	kWriting
 	kReaders
 	kRTokens

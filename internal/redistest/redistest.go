@@ -56,6 +56,17 @@ func GoroutinesSettle(tb testing.TB, before int, wait time.Duration) {
 // layout out themselves.
 func Keys(prefix, key string) redisnode.Keys { return redisnode.KeysFor(prefix, key) }
 
+// Held reports whether the lock key under prefix is held on rdb: a lease
+// is there, not the free record a release leaves.
+func Held(tb testing.TB, rdb redis.Scripter, prefix, key string) bool {
+	tb.Helper()
+	st, err := redisnode.Inspect(context.Background(), rdb, Keys(prefix, key))
+	if err != nil {
+		tb.Fatalf("redistest: inspecting %q: %v", key, err)
+	}
+	return st.Held
+}
+
 // Expire ends every holding of key under prefix behind its holders' backs,
 // on each client: the lock, the readers and the permits with their tokens
 // are deleted, as if their leases had run out. It is the Expire of a

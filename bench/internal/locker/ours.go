@@ -48,11 +48,12 @@ func DistlockRedis() Library {
 	return Library{
 		Name: "distlock (redislock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
 		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL)), defaults otherwise: auto-refresh every TTL/3, notified waiting",
-		How: "Acquire is one script (EVALSHA): GET the key, and if it is free read the server's TIME, raise the key's fencing " +
-			"counter to at least the server clock in µs (SET … GET), and SET the lease with PX; release is one script that " +
-			"compares the owner, DELs, leaves a receipt for a repeat after a lost reply, and PUBLISHes on the key's channel " +
-			"only if an attempt was refused by that lease (the refusal marks it). So one round trip each way, with a fencing " +
-			"token and an ownership check the floor lacks. A waiter " +
+		How: "Acquire is one script (EVALSHA): read the lock key and the fencing counter in one MGET, and if the key is " +
+			"free (no key, or the small free record a release leaves) read the server's TIME and SET the lease with PX, its " +
+			"token above the last one and at least the server clock in µs; release is one script that compares the owner, " +
+			"writes the free record over the lease (the last token, and a receipt for a repeat after a lost reply), and " +
+			"PUBLISHes on the key's channel only if an attempt was refused by that lease (the refusal marks it). So one round " +
+			"trip each way, with a fencing token and an ownership check the floor lacks. A waiter " +
 			"subscribes on its first failed attempt (one pub/sub connection per client, shared by all its waiters), tries " +
 			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has one " +
 			"timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",

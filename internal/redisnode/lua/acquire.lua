@@ -11,17 +11,26 @@
 -- guard_refusal in token.lua). A key held as another family of lock gets
 -- mismatch's reply (see kind.lua).
 --
--- The fast path, before the helpers are built: a free lock whose records
--- are quiet (see take_quiet in prelude.lua).
-local r = redis.call('MGET', lock, lock .. ':receipt', counter)
-if not r[1] then
+-- The fast paths, before the helpers are built: a free lock whose records
+-- are quiet (see take_quiet in prelude.lua); a lease of another owner,
+-- no writer's, marked as waited for already (as refused does below).
+local r = redis.call('MGET', lock, counter)
+local found = r[1]
+if found and is_free(found) then
   local token = take_quiet(lock, counter, r, owner, desc, ttl, guard)
   if token then
     return token
   end
+elseif found and string.sub(found, -#WAITED) == WAITED and string.sub(found, -#WRITER - #WAITED) ~= WRITER .. WAITED
+    and string.sub(found, 1, #owner + 1) ~= owner .. '\n' then
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then
+    return 0
+  end
+  return -math.max(1, pttl)
 end
 --[[helpers]]
-local v, last, quiet = records(lock, counter, r)
+local v, last, quiet, free = records(lock, counter, r)
 if not v then
   if not quiet then
     local other = beside_lock(counter)
@@ -29,7 +38,7 @@ if not v then
       return other
     end
   end
-  return take(lock, counter, marker, owner, desc, ttl, guard, last)
+  return take(lock, counter, marker, owner, desc, ttl, guard, last, free)
 end
 local prefix = owner .. '\n'
 if string.sub(v, 1, #prefix) == prefix then

@@ -21,8 +21,8 @@
 -- The fast path, before the helpers are built: a free lock that nobody
 -- queues for, whose records are quiet (see take_quiet in prelude.lua),
 -- taken without a re-entrant identity.
-local r = redis.call('MGET', lock, lock .. ':receipt', counter)
-if not r[1] and reentry == '' and redis.call('EXISTS', queue) == 0 then
+local r = redis.call('MGET', lock, counter)
+if r[1] and is_free(r[1]) and reentry == '' and redis.call('EXISTS', queue) == 0 then
   local token = take_quiet(lock, counter, r, owner, desc, ttl, guard)
   if token then
     return token
@@ -34,7 +34,7 @@ if reentry ~= '' then
   holder = '*' .. reentry
 end
 local prefix = holder .. '\n'
-local v, last, quiet = records(lock, counter, r)
+local v, last, quiet, free = records(lock, counter, r)
 if v and string.sub(v, 1, #prefix) == prefix then
   if reentry ~= '' then
     return add_hold(lock, holds, owner, ttl, v)
@@ -69,7 +69,7 @@ if not v and (not head or head == owner) then
   local fence, text = issue(counter, marker, us, guard, last, true)
   if fence then
     local others = head and leave_line(queue, places, owner)
-    redis.call('SET', lock, lease(holder, text, now, desc, others), 'PX', ttl)
+    redis.call('SET', lock, lease(holder, text, now .. carry(free), desc, others), 'PX', ttl)
     if reentry ~= '' then
       first_hold(holds, owner, ttl)
     end

@@ -24,7 +24,7 @@ else
   local lock, readers = siblings(counter)
   if redis.call('EXISTS', lock, readers) > 0 then
     local v = redis.call('GET', lock)
-    if v then
+    if v and not is_free(v) then
       return mismatch(lock_family(v))
     end
     if live(readers, now) then

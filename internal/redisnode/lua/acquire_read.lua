@@ -14,7 +14,7 @@ if again then
   return again
 end
 local v = redis.call('GET', lock)
-if v then
+if v and not is_free(v) then
   if not is_writer(v) then
     return mismatch('mutex')
   end

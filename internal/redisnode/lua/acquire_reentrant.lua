@@ -8,7 +8,7 @@
 -- description: no owner's prefix matches it, so the plain scripts refuse
 -- it and reach for the holds only when their owner is not the value's.
 -- Returns what acquire.lua returns; every hold has the lease's token.
-local v, last, quiet = records(lock, counter)
+local v, last, quiet, free = records(lock, counter)
 local mark = '*' .. reentry .. '\n'
 if not v then
   if not quiet then
@@ -17,7 +17,7 @@ if not v then
       return other
     end
   end
-  local fence = take(lock, counter, marker, '*' .. reentry, desc, ttl, guard, last)
+  local fence = take(lock, counter, marker, '*' .. reentry, desc, ttl, guard, last, free)
   if type(fence) == 'number' then
     first_hold(holds, owner, ttl)
   end

@@ -10,7 +10,7 @@
 -- "guard MS" (see token.lua); 0 (no hint) for a writer key without a TTL; or mismatch's reply
 -- (see kind.lua), which leaves no claim.
 local prefix = owner .. '\n'
-local v, last = records(lock, counter)
+local v, last, _, free = records(lock, counter)
 if v then
   if string.sub(v, 1, #prefix) == prefix then
     redis.call('PEXPIRE', lock, ttl)
@@ -45,5 +45,5 @@ end
 if redis.call('GET', writing) == owner then
   redis.call('DEL', writing)
 end
-redis.call('SET', lock, lease(owner, text, now, desc .. WRITER), 'PX', ttl)
+redis.call('SET', lock, lease(owner, text, now .. carry(free), desc .. WRITER), 'PX', ttl)
 return fence

@@ -5,12 +5,14 @@
 -- tokens, queue and places (the fair line). Argument: channel.
 -- Returns how many of the holding keys existed.
 local v = redis.call('GET', lock)
-if v then
-  -- The lease's token stays in a receipt that names no call (see issue in
-  -- token.lua).
-  redis.call('SET', lock .. ':receipt', '\n' .. lease_text(v), 'PX', COUNTER_LIFE)
+local n = 0
+if v and not is_free(v) then
+  -- The lease's token stays in a free record that names no call (see
+  -- issue in token.lua).
+  redis.call('SET', lock, free_record('', lease_text(v)), 'PX', COUNTER_LIFE)
+  n = 1
 end
-local n = redis.call('DEL', lock, holds, readers, rtokens, permits, tokens)
+n = n + redis.call('DEL', holds, readers, rtokens, permits, tokens)
 if n > 0 then
   redis.call('PUBLISH', channel, live_head(queue, places) or '')
 end

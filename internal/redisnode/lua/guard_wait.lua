@@ -5,7 +5,7 @@
 -- whether the servers persist every write). Returns the time left in ms,
 -- 0 if none.
 local lock = string.sub(counter, 1, -7)
-if redis.call('EXISTS', counter, lock, lock .. ':receipt') > 0 then
+if redis.call('EXISTS', counter, lock) > 0 then
   return 0
 end
 local maxttl, durable = string.match(guard, '^(%d+):?(%d*)$')

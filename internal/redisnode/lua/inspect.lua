@@ -1,11 +1,11 @@
 -- Describe the lock without changing it.
 -- Keys: lock, holds (a re-entrant lease's), counter (fencing).
--- Returns {value or false, remaining TTL in ms, last fencing token or
--- false, the re-entrant lease's holds (0 for another lock)}.
-local v = redis.call('GET', lock)
+-- Returns {the lease or false (free), its remaining TTL in ms, the last
+-- fencing token or false, the re-entrant lease's holds (0 for another
+-- lock)}.
+local v, last = records(lock, counter)
 local count = 0
 if v and string.byte(v, 1) == 42 then
   count = redis.call('HLEN', holds)
 end
-local _, last = records(lock, counter)
-return {v, redis.call('PTTL', lock), last and string.format('%.0f', last) or false, count}
+return {v or false, v and redis.call('PTTL', lock) or -2, last and string.format('%.0f', last) or false, count}

@@ -6,14 +6,14 @@ redis.call('ZREM', queue, owner)
 redis.call('HDEL', places, owner)
 local v = redis.call('GET', lock)
 local prefix = owner .. '\n'
+local free = not v or is_free(v)
 if v and string.sub(v, 1, #prefix) == prefix then
-  -- The lease's token stays in a receipt that names no call (see issue in
-  -- token.lua).
-  redis.call('SET', lock .. ':receipt', '\n' .. lease_text(v), 'PX', COUNTER_LIFE)
-  redis.call('DEL', lock)
-  moved = true
+  -- The lease's token stays in a free record that names no call (see
+  -- issue in token.lua).
+  redis.call('SET', lock, free_record('', lease_text(v)), 'PX', COUNTER_LIFE)
+  moved, free = true, true
 end
-if moved and redis.call('EXISTS', lock) == 0 then
+if moved and free then
   redis.call('PUBLISH', channel, live_head(queue, places) or '')
 end
 return 1

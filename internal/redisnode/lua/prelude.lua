@@ -32,8 +32,9 @@ end
 -- mint returns the token after last (a number, never nil), at the server
 -- time us (µs) and with the grain grain (µs, 0: no clock floor), as a
 -- number and as decimal text (Lua's own conversion keeps only 14 digits),
--- and writes it to counter unless the lease (leased) and its receipt keep
--- it (see issue in token.lua, which checks the restart guard first).
+-- and writes it to counter unless the lease (leased) and the free record
+-- its release leaves keep it (see issue in token.lua, which checks the
+-- restart guard first).
 -- The counter lasts for counter_life.
 local function mint(counter, us, grain, last, leased)
   local floor = 0
@@ -50,22 +51,49 @@ local function mint(counter, us, grain, last, leased)
   return token, text
 end
 
+-- is_free reports whether v, a value of the lock key, is a free record
+-- (LF, the last release's receipt, LF its lease's token) rather than a
+-- lease: no holder's name is empty, so a lease never begins with LF.
+local function is_free(v)
+  return string.byte(v, 1) == 10
+end
+
+-- free_record is the value a release leaves in the lock key: the receipt
+-- call (owner LF call id, or '' when no call is named: a fair waiter's
+-- leave, Break) and the released lease's token, as text.
+local function free_record(call, text)
+  return '\n' .. call .. '\n' .. text
+end
+
+-- carry returns what follows since on the third line of a lease granted
+-- in place of the free record free (or nil): a space and the SHA-1 of the
+-- call its receipt names, so that a repeat of that release, sent again
+-- after its reply was lost, still finds it while this lease lives (see
+-- given_back in release.lua); '' when it names none.
+local function carry(free)
+  local call = free and string.match(free, '^\n(.+)\n%d+$')
+  if call then
+    return ' ' .. redis.sha1hex(call)
+  end
+  return ''
+end
+
 -- take_quiet grants the free lock on lock to holder, with the
 -- description desc and a TTL of ttl ms, when its records r (the reply of
--- MGET lock, its receipt, counter) show it quiet: the receipt of the last
--- lease is there, and the counter is not above its token, so no reader or
--- permit can have been granted since that lease ended and the receipt
+-- MGET lock, counter, the lock key holding a free record) show it quiet:
+-- the counter is not above the free record's token, so no reader or
+-- permit can have been granted since that lease ended and the free record
 -- keeps the highest token (see records in token.lua). It returns the
 -- token, or nil, having changed nothing, when the records are not quiet.
 local function take_quiet(lock, counter, r, holder, desc, ttl, guard)
-  local last = r[2] and tonumber(string.match(r[2], '\n(%d+)$'))
-  if not last or (r[3] and tonumber(r[3]) > last) then
+  local last = tonumber(string.match(r[1], '\n(%d+)$'))
+  if not last or (r[2] and tonumber(r[2]) > last) then
     return nil
   end
   local grain = tonumber(string.match(guard, '^%d+'))
   local t = redis.call('TIME')
   local us = t[1] * 1000000 + t[2]
   local token, text = mint(counter, us, grain, last, true)
-  redis.call('SET', lock, holder .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. '\n' .. desc, 'PX', ttl)
+  redis.call('SET', lock, holder .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. carry(r[1]) .. '\n' .. desc, 'PX', ttl)
   return token
 end

@@ -1,4 +1,4 @@
--- Delete the lock if, and only if, the owner holds it, and wake the waiters:
+-- Free the lock if, and only if, the owner holds it, and wake the waiters:
 -- the lock goes straight to the oldest live fair waiter, if its client
 -- takes grants by message, or the message names that waiter, whose turn it
 -- is, or nobody (every waiter may try). A writer of a read-write lock that
@@ -6,9 +6,9 @@
 -- re-entrant lease (see acquire_reentrant.lua) ends; the lease ends with
 -- its last hold.
 -- Keys: lock, queue and places (the fair line), writing (the waiting
--- writer), receipt (the last release's), holds (a re-entrant lease's),
--- hold_receipts (of its holds' releases, sorted set: owner LF call id ->
--- expiry ms), counter (fencing), marker (the restart guard's).
+-- writer), holds (a re-entrant lease's), hold_receipts (of its holds'
+-- releases, sorted set: owner LF call id -> expiry ms), counter
+-- (fencing), marker (the restart guard's).
 -- Arguments: owner, channel (to publish on), call (the call's id),
 -- receipt_life (how long the receipt lasts, ms), wake (what the wake-up
 -- says): '' the
@@ -24,13 +24,12 @@
 --
 -- The fast path, before the helpers are built: the owner's own lease,
 -- which nobody waited for and which is no writer's, goes without a
--- message, leaving its receipt (as below).
+-- message, leaving the free record that names this call in its place.
 local v = redis.call('GET', lock)
 local prefix = owner .. '\n'
 if v and string.sub(v, 1, #prefix) == prefix and string.sub(v, -#WAITED) ~= WAITED
     and string.sub(v, -#WRITER) ~= WRITER then
-  redis.call('SET', receipt, prefix .. call .. '\n' .. string.match(v, '^[^\n]*\n(%d+)'), 'PX', COUNTER_LIFE)
-  redis.call('DEL', lock)
+  redis.call('SET', lock, free_record(prefix .. call, string.match(v, '^[^\n]*\n(%d+)')), 'PX', COUNTER_LIFE)
   return 1
 end
 --[[helpers]]
@@ -56,17 +55,21 @@ local function hand_over(head, rec, us, now, v)
     return false
   end
   local others = leave_line(queue, places, head)
-  redis.call('SET', lock, lease(head, text, now, desc, others), 'PX', px)
+  redis.call('SET', lock, lease(head, text, now .. ' ' .. redis.sha1hex(call), desc, others), 'PX', px)
   redis.call('PUBLISH', channel, '=' .. head .. '\n' .. text .. '\n' .. px .. '\n' .. stamp)
   return true
 end
 
 -- given_back reports whether this call (owner LF call id) released a
--- holding lately: it left a receipt, for the lock (call LF the lease's
--- token) or for one hold.
+-- holding lately: it left a receipt, for the lock (the free record in the
+-- lock key, or, carried from it, in the lease granted next: see carry in
+-- prelude.lua) or for one hold.
 local function given_back(call)
-  local last = redis.call('GET', receipt)
-  if last and string.match(last, '^(.*)\n%d+$') == call then
+  if v and is_free(v) then
+    if string.match(v, '^\n(.*)\n%d+$') == call then
+      return true
+    end
+  elseif v and string.match(v, '^[^\n]*\n%d+\n%d+ (%x+)') == redis.sha1hex(call) then
     return true
   end
   local until_ms = redis.call('ZSCORE', hold_receipts, call)
@@ -111,8 +114,10 @@ if last then
   -- was lost, report the release it made. A later releaser overwrites it.
   -- It keeps the lease's token too (see issue in token.lua), for
   -- COUNTER_LIFE: no longer, so that a counter written after it outlives
-  -- it (see records).
-  redis.call('SET', receipt, call .. '\n' .. lease_text(v), 'PX', COUNTER_LIFE)
+  -- it (see records). The lock key keeps it as its free record, and the
+  -- lease granted next (by hand-over here, or by a waiter woken now)
+  -- carries it on.
+  local freed = free_record(call, lease_text(v))
   -- Only a lease that refused an attempt, or was granted while others
   -- queued, has waiters to wake (readers kept out by a writer do not mark
   -- its lease: a writer's release always wakes).
@@ -124,14 +129,14 @@ if last then
     say = 't'
   end
   if say == 't' then
-    redis.call('DEL', lock)
+    redis.call('SET', lock, freed, 'PX', COUNTER_LIFE)
     redis.call('PUBLISH', channel, string.match(v, '^[^\n]*\n(%d+)') or '')
   elseif say == '-' then
-    redis.call('DEL', lock)
+    redis.call('SET', lock, freed, 'PX', COUNTER_LIFE)
   else
     local head, rec, us, now = live_head(queue, places)
     if not (head and hand_over(head, rec, us, now, v)) then
-      redis.call('DEL', lock)
+      redis.call('SET', lock, freed, 'PX', COUNTER_LIFE)
       redis.call('PUBLISH', channel, head or '')
     end
   end

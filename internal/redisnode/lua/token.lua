@@ -42,9 +42,10 @@ end
 local NO_INFO = 'ERR distlock: the restart guard cannot read INFO server'
 
 -- lease_token, receipt_token and the counter's own value are the tokens
--- the three records of a lock keep: a lease (holder LF token LF ...), the
--- release receipt (call LF token, see release.lua) and the counter.
--- lease_text is a lease's token as decimal text, as it is written back.
+-- the records of a lock keep: a lease (holder LF token LF ...), the free
+-- record a release leaves in its place (LF call LF token, see free_record
+-- in prelude.lua) and the counter. lease_text is a lease's token as
+-- decimal text, as it is written back.
 local function lease_text(v)
   return v and string.match(v, '^[^\n]*\n(%d+)')
 end
@@ -65,21 +66,25 @@ local function highest(a, b, c)
   return m
 end
 
--- records reads, in one command (unless r is its reply already), what the lock whose key is lock and whose
--- counter is counter keeps: the lease on it (or nil), the last token
--- issued as far as the records tell (or nil: none left), and whether no
--- reader or permit can have been granted since the last lease ended
--- (quiet): the receipt of that lease is there and the counter, which
--- every grant of a reader or permit raises past it for longer than the
--- receipt lives, is not above it. (An eviction of the counter alone can
--- fool this, as evictions can take the lock key itself: see the eviction
--- policy in the package documentation.)
+-- records reads, in one command (unless r is its reply already), what the
+-- lock whose key is lock and whose counter is counter keeps: the lease on
+-- it (or nil: free), the last token issued as far as the records tell (or
+-- nil: none left), whether no reader or permit can have been granted
+-- since the last lease ended (quiet), and the free record (or nil). Quiet:
+-- the free record that lease's release left is there and the counter,
+-- which every grant of a reader or permit raises past it for longer than
+-- the free record lives, is not above it. (An eviction of the counter
+-- alone can fool this, as evictions can take the lock key itself: see the
+-- eviction policy in the package documentation.)
 local function records(lock, counter, r)
-  r = r or redis.call('MGET', lock, lock .. ':receipt', counter)
-  local v = r[1] or nil
-  local rtok, fence = receipt_token(r[2] or nil), r[3] and tonumber(r[3]) or nil
+  r = r or redis.call('MGET', lock, counter)
+  local v, free = r[1] or nil, nil
+  if v and is_free(v) then
+    v, free = nil, v
+  end
+  local rtok, fence = receipt_token(free), r[2] and tonumber(r[2]) or nil
   local quiet = rtok ~= nil and (fence == nil or fence <= rtok)
-  return v, highest(lease_token(v), rtok, fence), quiet
+  return v, highest(lease_token(v), rtok, fence), quiet, free
 end
 
 -- loads_back reports whether the server keeps an append-only file, which
@@ -102,7 +107,7 @@ end
 -- floor then gives a higher one. The token of a lease (leased) that the
 -- floor gave, of a grain of at most 1ms, is passed by the floor within a
 -- grain, before the lease can end (a lease lasts at least 1ms after its
--- last write) and long before its receipt does: the lease and the receipt
+-- last write) and long before its free record does: the lease and the free record
 -- keep it. Any other token, one that ran ahead of the floor (a burst of
 -- grants, a written-back token, a clock set back) or of a coarser grain,
 -- or a reader's or permit's, is written to counter too, which lasts for
@@ -151,8 +156,9 @@ local function issue(counter, marker, us, guard, last, leased)
 end
 
 -- lease returns the value of a lease of holder (an owner, or a re-entrant
--- lease's mark) with token text, granted at since (server ms), described by
--- desc; marked as waited for when others wait in line.
+-- lease's mark) with token text, granted at since (server ms, and the
+-- receipt it carries, see carry in prelude.lua), described by desc; marked
+-- as waited for when others wait in line.
 local function lease(holder, text, since, desc, others)
   local v = holder .. '\n' .. text .. '\n' .. since .. '\n' .. desc
   if others then
@@ -167,17 +173,17 @@ local function guard_refusal(ms)
   return 'guard ' .. string.format('%.0f', math.max(1, ms))
 end
 
--- take writes a new lease on lock, free, for head (an owner, or a
--- re-entrant lease's mark) with the description desc and a TTL of ttl ms,
--- and returns its token, the next after last (see issue); or, while the
--- restart guard (marker) holds grants back, its refusal (see
--- guard_refusal).
-local function take(lock, counter, marker, head, desc, ttl, guard, last)
+-- take writes a new lease on lock, free (its free record free, or nil),
+-- for head (an owner, or a re-entrant lease's mark) with the description
+-- desc and a TTL of ttl ms, and returns its token, the next after last
+-- (see issue); or, while the restart guard (marker) holds grants back,
+-- its refusal (see guard_refusal).
+local function take(lock, counter, marker, head, desc, ttl, guard, last, free)
   local us, since = clock()
   local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return guard_refusal(text)
   end
-  redis.call('SET', lock, lease(head, text, since, desc), 'PX', ttl)
+  redis.call('SET', lock, lease(head, text, since .. carry(free), desc), 'PX', ttl)
   return fence
 end
