@@ -68,6 +68,7 @@ type Backend struct {
 	refused  map[lease]time.Time  // owners whose last attempt was refused, and left no node
 	purged   time.Time            // when refused was last rid of old entries
 	plain    map[string][]*watch  // the open watches of plain mutex waiters, by key (see plainPlace)
+	asked    map[string]time.Time // keys by when a mutex attempt that kept no place was last refused (see Watch)
 	lines    map[string]listing   // the last listing of each key's line by an attempt, until a watch takes it
 	seen     map[string]seenLease // other clients' nodes by path, as read lately (see recentLease)
 	busy     map[string]time.Time // keys by when this client last found others in their line
@@ -150,7 +151,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
 		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), seen: make(map[string]seenLease), closed: make(chan struct{})}
+		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), asked: make(map[string]time.Time), seen: make(map[string]seenLease), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -417,6 +418,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		g, blocked, err := b.peek(req, parent, h)
 		if blocked {
 			b.setRefused(lk, true)
+			b.notePlainRefusal(req)
 		}
 		if err != nil || blocked {
 			return g, err
@@ -453,7 +455,7 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
 		}
 		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, lookNow)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -496,7 +498,11 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			// is cleared once it is first, by the attempt after it.
 			clear = b.holderOf
 		}
-		freed, until, err := clear(parent, bs, kids[0].seq, &now, true)
+		look := lookRecent
+		if req.Queue > 0 {
+			look = lookLater // a waiter keeps its place, and its watch wakes it
+		}
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, look)
 		if err != nil {
 			return driver.Grant{}, err
 		}
@@ -504,13 +510,19 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			now = b.leaderNow()
 		}
 		retry := max(time.Duration(until-now)*time.Millisecond, time.Millisecond)
-		if freed {
+		retryAt := time.Now().Add(retry)
+		switch {
+		case freed:
 			if tries < 3 {
 				continue
 			}
-			retry = time.Millisecond
+			retry, retryAt = time.Millisecond, time.Now().Add(time.Millisecond)
+		case until == lapseUnread:
+			// The waiter looks again, and reads the holder then, at its
+			// next attempt, which renews its place within a third of it.
+			retry, retryAt = 0, time.Now().Add(req.Queue/3)
 		}
-		n.tried, n.retryAt = tried, time.Now().Add(retry)
+		n.tried, n.retryAt = tried, retryAt
 		b.noteLine(req.Key, listing{names: names, cversion: st.Cversion, at: listed})
 		b.placed(lk)
 		return b.wait(lk, n, req, retry)
@@ -645,6 +657,29 @@ func (b *Backend) bindPlain(lk lease) bool {
 	return true
 }
 
+// notePlainRefusal records that req, a mutex attempt that kept no place,
+// was refused: a plain Lock's first attempt, whose watch comes next (see
+// Watch), or a TryLock's.
+func (b *Backend) notePlainRefusal(req driver.Request) {
+	if req.Kind != driver.Exclusive || req.Queue > 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pruneStale(b.asked, func(at time.Time) time.Time { return at })
+	b.asked[req.Key] = time.Now()
+}
+
+// takePlainRefusal reports, and forgets, whether a mutex attempt that
+// kept no place was refused on key within lineFresh.
+func (b *Backend) takePlainRefusal(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.asked[key]
+	delete(b.asked, key)
+	return ok && time.Since(at) < lineFresh
+}
+
 // granted is the grant of req to the owner's node n, just written.
 func (b *Backend) granted(lk lease, n *node, req driver.Request) driver.Grant {
 	b.setRefused(lk, false)
@@ -660,6 +695,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		}
 		b.forget(lk)
 		b.setRefused(lk, true)
+		b.notePlainRefusal(req)
 		return driver.Grant{RetryAfter: retry}, nil
 	}
 	place := nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
@@ -714,7 +750,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		kids := line(names)
 		var now int64 // learned only if needed
 		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, lookNow)
 			if err != nil {
 				return driver.Grant{}, false, err
 			}
@@ -741,7 +777,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if req.Kind == driver.Exclusive {
 			clear = b.holderOf // see acquire
 		}
-		freed, until, err := clear(parent, bs, kids[0].seq, &now, false)
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, lookNow)
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
@@ -807,9 +843,9 @@ func (b *Backend) takeLine(key string, since time.Time) (listing, bool) {
 // (or cleared) lets the next one hold, which is then the line's first,
 // judged as such (nodes ahead of a node only leave): no listing again.
 // It reports freed when every node of bs is gone.
-func (b *Backend) holderOf(parent string, bs []child, _ int64, now *int64, recent bool) (freed bool, until int64, err error) {
+func (b *Backend) holderOf(parent string, bs []child, _ int64, now *int64, look look) (freed bool, until int64, err error) {
 	for j, c := range bs {
-		if freed, until, err = b.clearLapsed(parent, bs[j:j+1], c.seq, now, recent); err != nil || !freed {
+		if freed, until, err = b.clearLapsed(parent, bs[j:j+1], c.seq, now, look); err != nil || !freed {
 			return freed, until, err
 		}
 	}
@@ -822,6 +858,7 @@ type seenLease struct {
 	mtime      int64
 	span, wait int64
 	at         time.Time // when it was read
+	unread     bool      // only sighted, by a waiter that put off its read (see lookLater)
 }
 
 // noteLease records a reading of the node at path.
@@ -840,10 +877,25 @@ func (b *Backend) recentLease(path string, first bool) (int64, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, ok := b.seen[path]
-	if !ok || time.Since(s.at) >= lineFresh {
+	if !ok || s.unread || time.Since(s.at) >= lineFresh {
 		return 0, false
 	}
 	return s.mtime + nodeData{Span: s.span, Wait: s.wait}.lease(first), true
+}
+
+// sighted reports whether this client has not yet sighted the node at
+// path in the way of a waiter, and records the sighting: the waiter's
+// attempt puts off reading it (see lookLater). A node sighted, or read,
+// before is read.
+func (b *Backend) sighted(path string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.seen[path]; ok {
+		return false
+	}
+	pruneStale(b.seen, func(s seenLease) time.Time { return s.at })
+	b.seen[path] = seenLease{unread: true, at: time.Now()}
+	return true
 }
 
 // busyFor is how long a key stays busy (see isBusy) after this client
@@ -1133,6 +1185,33 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 	})()
 }
 
+// look says how fresh the reading of a node in the way must be before
+// an attempt judges its lease.
+type look int
+
+const (
+	// lookNow reads every node in the way: an attempt whose refusal the
+	// caller takes as final (TryLock), or that must know what is in its
+	// way.
+	lookNow look = iota
+	// lookRecent trusts this client's reading of a node within lineFresh
+	// while the node's lease has not lapsed by it (see recentLease): a
+	// waiter's attempt, whose refusal only puts off its next look.
+	lookRecent
+	// lookLater is lookRecent for a waiter that keeps its place in line:
+	// it does not read a holder it sights for the first time (the lapse
+	// is then lapseUnread), and reads it at its next attempt, which
+	// renews its place. Its watch wakes it when the holder leaves: only a
+	// holder whose lease lapses unreleased is seen later, by at most one
+	// of the waiter's safety polls, and the holders that come and go in
+	// the line's turn cost no read at all.
+	lookLater
+)
+
+// lapseUnread is the lapse clearLapsed reports for a holder it has not
+// read (see lookLater): unknown.
+const lapseUnread int64 = -1
+
 // clearLapsed looks at the nodes in the way, in line order (head is the
 // sequence of the line's first node, whose lease is judged by its Span
 // alone; see nodeData.Wait): one whose
@@ -1142,19 +1221,21 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 // the lease in the way ends: the first node's, or for a semaphore the
 // first to end among the permits. *now is the leader's clock at the
 // caller's last write, or 0: then a write learns it if a node seems to
-// have lapsed. With recent, a node this client read lately (see
-// recentLease) is not read again while it has not lapsed by that reading:
-// a waiter's attempt, whose refusal only puts off its next look.
-func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64, recent bool) (freed bool, until int64, err error) {
+// have lapsed. How fresh a reading of each node must be, look says.
+func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64, look look) (freed bool, until int64, err error) {
 	for i, c := range bs {
 		p := parent + "/" + c.name
-		if recent {
+		if look >= lookRecent {
 			if lapse, ok := b.recentLease(p, c.seq == head); ok && lapse > max(*now, b.leaderNow()) {
 				if i == 0 || c.kind == driver.Permit && lapse < until {
 					until = lapse
 				}
 				continue
 			}
+		}
+		if look == lookLater && i == 0 && len(bs) == 1 && b.sighted(p) {
+			until = lapseUnread // read at the waiter's next look, if still there
+			continue
 		}
 		raw, st, err := b.conn.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {
