@@ -363,99 +363,172 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}))
 }
 
+// attempt is one Acquire of a request without a re-entrant identity, in
+// the phases acquire runs in order: answered from the waiter's watch
+// (fromWatch), a repeat that renews its holding (renew), a look at the
+// line before making a node (look), the node's making (make), and the
+// judging of the line (judge), which grants, refuses, or clears a lapsed
+// node and lists the line again.
+type attempt struct {
+	b       *Backend
+	req     driver.Request
+	parent  string   // the key's line
+	h       string   // the owner's hash, in its node's name
+	lk      lease    // the key and the owner
+	data    nodeData // the node's data as a holding
+	n       *node    // the owner's node; nil while it has none
+	now     int64    // the leader's clock at this client's last write, or 0
+	stamped bool     // the node's data holds the lease asked for
+	tried   time.Time
+}
+
 func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
-	parent := b.linePath(req.Key)
-	h := ownerHash(req.Owner)
-	lk := lease{req.Key, req.Owner}
-	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(lk) {
-		req.Queue = plainPlace(req.TTL)
+	a := attempt{b: b, req: req, parent: b.linePath(req.Key), h: ownerHash(req.Owner), lk: lease{req.Key, req.Owner}, stamped: true}
+	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(a.lk) {
+		a.req.Queue = plainPlace(req.TTL)
 	}
-	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
-	n, err := b.locate(lk, parent)
-	if err != nil {
+	a.data = nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
+	var err error
+	if a.n, err = b.locate(a.lk, a.parent); err != nil {
 		return driver.Grant{}, err
 	}
-	var now int64   // the leader's clock at our last write
-	stamped := true // the node's data holds the lease asked for
-	if n != nil && !n.data.Held {
-		// A waiter's attempt: it is marked held only if it gets in.
-		if g, ok := b.handedOver(lk, n, req); ok {
-			return g, nil
-		}
-		if g, ok := b.stillWaiting(n, req); ok {
-			return g, nil
-		}
-		stamped = false
+	if g, ok := a.fromWatch(); ok {
+		return g, nil
 	}
-	tried := time.Now()
-	if n != nil && n.data.Held { // a repeat: renew the holding
-		data.Since = n.data.Since
-		sent := time.Now()
-		st, err := b.conn.Set(n.path, data.encode(), -1)
-		switch {
-		case errors.Is(err, zk.ErrNoNode): // it lapsed or was expired: start over
-			b.forget(lk)
-			n = nil
-		case err != nil:
-			return driver.Grant{}, err
-		default:
-			n.token, n.data, n.version, now, n.wrote = uint64(st.Czxid), data, st.Version, st.Mtime, sent
-			b.noteClock(st.Mtime)
-		}
+	a.tried = time.Now()
+	if err := a.renew(); err != nil {
+		return driver.Grant{}, err
 	}
-	if n == nil && (req.Kind != driver.Exclusive && b.wasRefused(lk) || req.Kind == driver.Exclusive && req.Queue <= 0 && b.isBusy(req.Key)) {
-		// A retry of a refused attempt looks before it makes a node, so
-		// that a waiter that cannot get in changes nothing in the line:
-		// readers and permits wait for any node to leave, and would wake
-		// up at its node's coming and going. A mutex's waiters watch the
-		// holder only, so a mutex waiter makes its node at once: looking
-		// first would cost it a round trip, and the race for a released
-		// lock to the holder that asks again straight away (with 8
-		// workers on one key, waiters then starved for the whole run).
-		// A mutex attempt that keeps no place looks first too while the
-		// key is busy (a holder that asks again at once, a plain Lock's
-		// first attempt): it would make a node only to delete it.
-		g, blocked, err := b.peek(req, parent, h)
-		if blocked {
-			b.setRefused(lk, true)
-			b.notePlainRefusal(req)
-		}
-		if err != nil || blocked {
-			return g, err
-		}
+	if g, done, err := a.look(); done {
+		return g, err
 	}
-	if n == nil {
-		made := data
-		if req.Queue > 0 {
-			made.Wait = ms(req.Queue) // if it must wait, it keeps this node as its place
-		}
-		c, err := b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", made, zk.FlagEphemeral|zk.FlagSequence, "")
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		n, now = c.n, c.now
-		if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
-			return b.granted(lk, n, req), nil
-		}
-		b.setBusy(req.Key)
-		// A node that waited, for however short a time, may have been
-		// judged by its Wait: it is written as a holding if it gets in.
-		stamped = made.Wait == 0
+	if g, done, err := a.make(); done {
+		return g, err
 	}
+	return a.judge()
+}
+
+// fromWatch answers a waiter's attempt without a round trip, from what
+// its watch saw: its turn came (see handedOver), or the node ahead is
+// still there (see stillWaiting). A waiter's node is marked held only if
+// it gets in: until then its data does not hold the lease asked for.
+func (a *attempt) fromWatch() (driver.Grant, bool) {
+	n := a.n
+	if n == nil || n.data.Held {
+		return driver.Grant{}, false
+	}
+	if g, ok := a.b.handedOver(a.lk, n, a.req); ok {
+		return g, true
+	}
+	if g, ok := a.b.stillWaiting(n, a.req); ok {
+		return g, true
+	}
+	a.stamped = false
+	return driver.Grant{}, false
+}
+
+// renew rewrites the node of a repeat of a granted attempt, which renews
+// the holding; a node gone meanwhile (it lapsed, or its session expired)
+// leaves the attempt without one, to start over.
+func (a *attempt) renew() error {
+	n := a.n
+	if n == nil || !n.data.Held {
+		return nil
+	}
+	a.data.Since = n.data.Since
+	sent := time.Now()
+	st, err := a.b.conn.Set(n.path, a.data.encode(), -1)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		a.b.forget(a.lk)
+		a.n = nil
+	case err != nil:
+		return err
+	default:
+		n.token, n.data, n.version, a.now, n.wrote = uint64(st.Czxid), a.data, st.Version, st.Mtime, sent
+		a.b.noteClock(st.Mtime)
+	}
+	return nil
+}
+
+// look lists the line before the attempt makes a node, when making one
+// would change the line for nothing; done when that refuses the attempt
+// (or fails).
+//
+// A retry of a refused attempt looks before it makes a node, so that a
+// waiter that cannot get in changes nothing in the line: readers and
+// permits wait for any node to leave, and would wake up at its node's
+// coming and going. A mutex's waiters watch the holder only, so a mutex
+// waiter makes its node at once: looking first would cost it a round
+// trip, and the race for a released lock to the holder that asks again
+// straight away (with 8 workers on one key, waiters then starved for the
+// whole run). A mutex attempt that keeps no place looks first too while
+// the key is busy (a holder that asks again at once, a plain Lock's first
+// attempt): it would make a node only to delete it.
+func (a *attempt) look() (g driver.Grant, done bool, err error) {
+	b, req := a.b, a.req
+	if a.n != nil || !(req.Kind != driver.Exclusive && b.wasRefused(a.lk) || req.Kind == driver.Exclusive && req.Queue <= 0 && b.isBusy(req.Key)) {
+		return driver.Grant{}, false, nil
+	}
+	g, blocked, err := b.peek(req, a.parent, a.h)
+	if blocked {
+		b.setRefused(a.lk, true)
+		b.notePlainRefusal(req)
+	}
+	return g, err != nil || blocked, err
+}
+
+// make creates the owner's node if it has none; done when that grants
+// the lock (the node is alone in its line) or fails.
+func (a *attempt) make() (g driver.Grant, done bool, err error) {
+	if a.n != nil {
+		return driver.Grant{}, false, nil
+	}
+	b, req := a.b, a.req
+	made := a.data
+	if req.Queue > 0 {
+		made.Wait = ms(req.Queue) // if it must wait, it keeps this node as its place
+	}
+	c, err := b.create(a.lk, a.parent, namePrefix(req.Kind, req.Limit)+"-"+a.h+"-", made, zk.FlagEphemeral|zk.FlagSequence, "")
+	if err != nil {
+		return driver.Grant{}, true, err
+	}
+	a.n, a.now = c.n, c.now
+	if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
+		return b.granted(a.lk, a.n, req), true, nil
+	}
+	b.setBusy(req.Key)
+	// A node that waited, for however short a time, may have been judged
+	// by its Wait: it is written as a holding if it gets in.
+	a.stamped = made.Wait == 0
+	return driver.Grant{}, false, nil
+}
+
+// errVanished is the error of an attempt whose node another client
+// deleted (its lease, or its place, lapsed): the caller tries again.
+var errVanished = errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+
+// judge lists the line and judges the attempt's place in it: a node of
+// another family ahead refuses it with a *driver.KindError (once lapsed
+// ones are cleared); nothing in the way grants it; else a lapsed lease
+// in the way is cleared and the line listed again (three times at most),
+// or the attempt is refused, and waits or leaves (see Backend.wait).
+func (a *attempt) judge() (driver.Grant, error) {
+	b, req, n := a.b, a.req, a.n
 	for tries := 0; ; tries++ {
 		listed := time.Now()
-		names, st, err := b.conn.Children(parent)
+		names, st, err := b.conn.Children(a.parent)
 		if err != nil {
 			return driver.Grant{}, err
 		}
 		kids := line(names)
-		i := find(kids, h)
+		i := find(kids, a.h)
 		if i < 0 {
-			b.forget(lk)
-			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+			b.forget(a.lk)
+			return driver.Grant{}, errVanished
 		}
 		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, lookNow)
+			freed, _, err := b.clearLapsed(a.parent, fs, kids[0].seq, &a.now, lookNow)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -465,32 +538,12 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, err
 			}
-			b.forget(lk)
+			b.forget(a.lk)
 			return driver.Grant{}, kindError(req, fs[0])
 		}
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
-			if !stamped {
-				// First in line: nothing can come ahead of it now. Its
-				// place, written lately, holds it for a while yet (see
-				// fromPlace); else the write starts the lease.
-				if g, ok := b.fromPlace(lk, n, req); ok {
-					return g, nil
-				}
-				sent := time.Now()
-				st, err := b.conn.Set(n.path, data.encode(), -1)
-				if errors.Is(err, zk.ErrNoNode) {
-					b.forget(lk)
-					return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
-				}
-				if err != nil {
-					return driver.Grant{}, err
-				}
-				n.data, n.version, n.wrote = data, st.Version, sent
-				b.noteClock(st.Mtime)
-			}
-			b.remember(lk, n)
-			return b.granted(lk, n, req), nil
+			return a.first()
 		}
 		clear := b.clearLapsed
 		if req.Kind == driver.Exclusive {
@@ -502,14 +555,14 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 		if req.Queue > 0 {
 			look = lookLater // a waiter keeps its place, and its watch wakes it
 		}
-		freed, until, err := clear(parent, bs, kids[0].seq, &now, look)
+		freed, until, err := clear(a.parent, bs, kids[0].seq, &a.now, look)
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		if now == 0 {
-			now = b.leaderNow()
+		if a.now == 0 {
+			a.now = b.leaderNow()
 		}
-		retry := max(time.Duration(until-now)*time.Millisecond, time.Millisecond)
+		retry := max(time.Duration(until-a.now)*time.Millisecond, time.Millisecond)
 		retryAt := time.Now().Add(retry)
 		switch {
 		case freed:
@@ -522,11 +575,37 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			// next attempt, which renews its place within a third of it.
 			retry, retryAt = 0, time.Now().Add(req.Queue/3)
 		}
-		n.tried, n.retryAt = tried, retryAt
+		n.tried, n.retryAt = a.tried, retryAt
 		b.noteLine(req.Key, listing{names: names, cversion: st.Cversion, at: listed})
-		b.placed(lk)
-		return b.wait(lk, n, req, retry)
+		b.placed(a.lk)
+		return b.wait(a.lk, n, req, retry)
 	}
+}
+
+// first grants the attempt, whose node is first in line: nothing can come
+// ahead of it now. A node not stamped as a holding is granted from its
+// place, written lately, which holds it for a while yet (see fromPlace);
+// else a write starts its lease.
+func (a *attempt) first() (driver.Grant, error) {
+	b, n := a.b, a.n
+	if !a.stamped {
+		if g, ok := b.fromPlace(a.lk, n, a.req); ok {
+			return g, nil
+		}
+		sent := time.Now()
+		st, err := b.conn.Set(n.path, a.data.encode(), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			b.forget(a.lk)
+			return driver.Grant{}, errVanished
+		}
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		n.data, n.version, n.wrote = a.data, st.Version, sent
+		b.noteClock(st.Mtime)
+	}
+	b.remember(a.lk, n)
+	return b.granted(a.lk, n, a.req), nil
 }
 
 // handedOver grants req at once, without a round trip, to the owner's
