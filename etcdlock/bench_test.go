@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/distlock-go/distlock"
@@ -177,24 +178,45 @@ func handoff(b *testing.B, n int, lock func(i int) (unlock func() error, err err
 // BenchmarkUncontendedPaired alternates one etcdlock acquire+release with
 // one of concurrency.Mutex, on one client, and reports the time of each
 // (etcdlock-ns/op, mutex-ns/op) and their ratio: on a shared machine, both
-// see the same load, which separate benchmarks do not.
+// see the same load, which separate benchmarks do not. Between them it
+// times the write floor on the same client: a Put and a Delete of a key of
+// its own (floor-ns/op, two writes, as a lock and its release are at the
+// least). Medians (the p50 metrics, and p50-ratio) are what a slow
+// outlier does not move.
 func BenchmarkUncontendedPaired(b *testing.B) {
 	p := newPair(b)
-	var te, tc time.Duration
+	var es, ms, fs []time.Duration
 	for b.Loop() {
-		e, m := p.once(b)
-		te, tc = te+e, tc+m
+		e, m, f := p.once(b)
+		es, ms, fs = append(es, e), append(ms, m), append(fs, f)
 	}
-	b.ReportMetric(float64(te.Nanoseconds())/float64(b.N), "etcdlock-ns/op")
-	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "mutex-ns/op")
-	b.ReportMetric(float64(te)/float64(tc), "ratio")
+	mean := func(ds []time.Duration) float64 {
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		return float64(sum.Nanoseconds()) / float64(len(ds))
+	}
+	median := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Nanoseconds())
+	}
+	b.ReportMetric(mean(es), "etcdlock-ns/op")
+	b.ReportMetric(mean(ms), "mutex-ns/op")
+	b.ReportMetric(mean(es)/mean(ms), "ratio")
+	b.ReportMetric(median(es), "etcdlock-p50-ns")
+	b.ReportMetric(median(ms), "mutex-p50-ns")
+	b.ReportMetric(median(fs), "floor-p50-ns")
+	b.ReportMetric(median(es)/median(ms), "p50-ratio")
 }
 
 // pair is an etcdlock mutex and a concurrency.Mutex on one client of a
-// 3-member cluster, each on a lock of its own.
+// 3-member cluster, each on a lock of its own, and that client.
 type pair struct {
-	em *distlock.Mutex
-	cm *concurrency.Mutex
+	em    *distlock.Mutex
+	cm    *concurrency.Mutex
+	cli   *clientv3.Client
+	floor string // the key of the write floor
 }
 
 func newPair(b *testing.B) pair {
@@ -208,14 +230,16 @@ func newPair(b *testing.B) pair {
 	}
 	b.Cleanup(func() { _ = s.Close() })
 	return pair{
-		em: distlock.New(eb, distlock.WithTTL(10*time.Second)).Mutex(uniqueKey("bench")),
-		cm: concurrency.NewMutex(s, uniqueKey("bench")),
+		em:    distlock.New(eb, distlock.WithTTL(10*time.Second)).Mutex(uniqueKey("bench")),
+		cm:    concurrency.NewMutex(s, uniqueKey("bench")),
+		cli:   cli,
+		floor: uniqueKey("floor"),
 	}
 }
 
-// once takes and releases each lock once, and returns how long each
-// took.
-func (p pair) once(b *testing.B) (etcdlock, mutex time.Duration) {
+// once takes and releases each lock once, writes and deletes the floor's
+// key, and returns how long each took.
+func (p pair) once(b *testing.B) (etcdlock, mutex, floor time.Duration) {
 	ctx := context.Background()
 	start := time.Now()
 	l, err := p.em.Lock(ctx)
@@ -232,7 +256,14 @@ func (p pair) once(b *testing.B) (etcdlock, mutex time.Duration) {
 	if err := p.cm.Unlock(ctx); err != nil {
 		b.Fatal(err)
 	}
-	return mid.Sub(start), time.Since(mid)
+	end := time.Now()
+	if _, err := p.cli.Put(ctx, p.floor, ""); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.cli.Delete(ctx, p.floor); err != nil {
+		b.Fatal(err)
+	}
+	return mid.Sub(start), end.Sub(mid), time.Since(end)
 }
 
 // BenchmarkUncontendedGrowth is BenchmarkUncontendedPaired on one lock
@@ -246,7 +277,7 @@ func BenchmarkUncontendedGrowth(b *testing.B) {
 	p := newPair(b)
 	var te, tc []time.Duration
 	for b.Loop() {
-		e, m := p.once(b)
+		e, m, _ := p.once(b)
 		te, tc = append(te, e), append(tc, m)
 	}
 	tenth := len(te) / 10
@@ -265,4 +296,39 @@ func BenchmarkUncontendedGrowth(b *testing.B) {
 	b.ReportMetric(mean(tc[:tenth]), "mutex-early-ns/op")
 	b.ReportMetric(mean(tc[len(tc)-tenth:]), "mutex-late-ns/op")
 	b.ReportMetric(mean(te[len(te)-tenth:])/mean(tc[len(tc)-tenth:]), "late-ratio")
+}
+
+// BenchmarkHandoffFloor is the least a notified handoff costs on etcd:
+// one client deletes a key that another client watches, and the time runs
+// from the delete's start to the watcher's receipt of the event
+// (floor-ns, median; write-ns, the delete's own round trip). A lock's
+// handoff adds the release's check and the new holder's bookkeeping.
+//
+//	go test -run '^$' -bench HandoffFloor -benchtime 1000x ./etcdlock
+func BenchmarkHandoffFloor(b *testing.B) {
+	c := cluster(b)
+	writer, watcher := c.Client(b), c.Client(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := uniqueKey("floor")
+	events := watcher.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithFilterPut())
+	var floors, writes []time.Duration
+	for b.Loop() {
+		if _, err := writer.Put(ctx, key, ""); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := writer.Delete(ctx, key); err != nil {
+			b.Fatal(err)
+		}
+		writes = append(writes, time.Since(start))
+		if resp := <-events; resp.Err() != nil || len(resp.Events) == 0 {
+			b.Fatalf("watch: %v", resp.Err())
+		}
+		floors = append(floors, time.Since(start))
+	}
+	slices.Sort(floors)
+	slices.Sort(writes)
+	b.ReportMetric(float64(floors[len(floors)/2].Nanoseconds()), "floor-ns")
+	b.ReportMetric(float64(writes[len(writes)/2].Nanoseconds()), "write-ns")
 }

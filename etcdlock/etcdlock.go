@@ -381,6 +381,16 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *le
 			return g, err
 		}
 	}
+	// The replies of the transaction below, by branch: Then's first is
+	// the check that grants (with, for a permit refused, the count of
+	// permits first among its replies); Else reads the owner's key, then
+	// the key's families (see keys.familyReads).
+	const (
+		acquireCheck  = 0 // Then
+		checkedCount  = 0 // the check's Else, for a permit
+		acquireOwn    = 0 // Else
+		acquireFamily = 1 // Else, and on
+	)
 	var then []clientv3.Op
 	switch {
 	case queue:
@@ -402,7 +412,7 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *le
 		return driver.Grant{}, b.leaseErr(err, l, "acquire", req.Key)
 	}
 	if resp.Succeeded {
-		inner := resp.Responses[0].GetResponseTxn()
+		inner := resp.Responses[acquireCheck].GetResponseTxn()
 		rev := resp.Header.Revision
 		switch {
 		case inner.Succeeded:
@@ -412,7 +422,7 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *le
 			b.setDeadline(k.own, rev, start.Add(req.Queue), nil) // in line
 			b.placed(k.own, rev, l)
 			return driver.Grant{}, nil
-		case req.Kind == driver.Permit && inner.Responses[0].GetResponseRange().Count < int64(req.Limit):
+		case req.Kind == driver.Permit && inner.Responses[checkedCount].GetResponseRange().Count < int64(req.Limit):
 			return b.acquirePermit(ctx, req, k, put, l, start, rev)
 		}
 		b.forget(k.own) // the owner has no key: the transaction said so
@@ -420,9 +430,9 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *le
 	}
 	// The owner has a key (a repeat of an attempt that took it, or a
 	// waiter's next attempt), or the key is held as another kind.
-	kvs := resp.Responses[0].GetResponseRange().Kvs
+	kvs := resp.Responses[acquireOwn].GetResponseRange().Kvs
 	if len(kvs) == 0 {
-		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[1:]); err != nil {
+		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[acquireFamily:]); err != nil {
 			b.forget(k.own)
 			return driver.Grant{}, err
 		}
@@ -438,6 +448,10 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, k keys, l *le
 // one this package did not write, leaves the answer to the general
 // attempt (done false), which reports a family that does not fit.
 func (b *Backend) acquireMutex(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time) (g driver.Grant, done bool, err error) {
+	const ( // the replies of a refusal (Else)
+		refusedOwn   = 0 // the owner's key
+		refusedFirst = 1 // the first in line
+	)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.lock), "=", 0).WithPrefix(),
 	).Then(put).Else(
@@ -452,11 +466,11 @@ func (b *Backend) acquireMutex(ctx context.Context, req driver.Request, k keys, 
 		lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
 		return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, true, nil
 	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+	if kvs := resp.Responses[refusedOwn].GetResponseRange().Kvs; len(kvs) > 0 {
 		g, err := b.confirmMine(ctx, req, k, kvs[0], l, start)
 		return g, true, err
 	}
-	first := resp.Responses[1].GetResponseRange().Kvs
+	first := resp.Responses[refusedFirst].GetResponseRange().Kvs
 	if len(first) == 0 || !strings.HasPrefix(string(first[0].Key), k.sub) {
 		return driver.Grant{}, false, nil
 	}
@@ -471,6 +485,11 @@ func (b *Backend) acquireMutex(ctx context.Context, req driver.Request, k keys, 
 // line). It reads the count again and repeats while permits come and go
 // and some are free.
 func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys, put clientv3.Op, l *lease, start time.Time, rev int64) (driver.Grant, error) {
+	const ( // the replies of a refusal (Else)
+		refusedOwn    = 0 // the owner's key
+		refusedCount  = 1 // the count of permits
+		refusedFamily = 2 // the key's families, and on
+	)
 	for {
 		cmps := append(k.compatible(req.Kind, req.Limit),
 			clientv3.Compare(clientv3.CreateRevision(k.own), "=", 0),
@@ -487,14 +506,14 @@ func (b *Backend) acquirePermit(ctx context.Context, req driver.Request, k keys,
 			lost := b.setDeadline(k.own, rev, start.Add(req.TTL), l)
 			return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost}, nil
 		}
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := resp.Responses[refusedOwn].GetResponseRange().Kvs; len(kvs) > 0 {
 			return b.confirmMine(ctx, req, k, kvs[0], l, start)
 		}
-		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[2:]); err != nil {
+		if err := k.mismatch(req.Key, req.Kind, req.Limit, resp.Responses[refusedFamily:]); err != nil {
 			b.forget(k.own)
 			return driver.Grant{}, err
 		}
-		if resp.Responses[1].GetResponseRange().Count >= int64(req.Limit) {
+		if resp.Responses[refusedCount].GetResponseRange().Count >= int64(req.Limit) {
 			b.forget(k.own)
 			return driver.Grant{}, nil
 		}
@@ -556,7 +575,8 @@ func (b *Backend) confirm(ctx context.Context, req driver.Request, k keys, kv *m
 		b.vanished(k.own, rev)
 		return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", req.Key, errKeyGone)
 	}
-	if !granted(req.Kind, rev, resp.Responses[0].GetResponseRange().Kvs) {
+	const confirmedFirst = 0 // Then: the first holders in line
+	if !granted(req.Kind, rev, resp.Responses[confirmedFirst].GetResponseRange().Kvs) {
 		switch {
 		case req.Kind == driver.Permit:
 			return b.giveBack(ctx, req, k, rev)
@@ -750,6 +770,12 @@ func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease
 		}
 		// Gone, or another key: the general release tells which.
 	}
+	const (
+		releasedOwn     = 0 // Then: the owner's key, before its deletion
+		releasedFirst   = 1 // Then: the first in line
+		unheldReceipt   = 0 // Else: the count of the owner's receipts
+		unheldReentrant = 1 // Else: the owner's hold of a re-entrant lease
+	)
 	resp, err := b.cli.Txn(ctx).If(
 		k.mine(),
 	).Then(
@@ -765,18 +791,18 @@ func (b *Backend) release(ctx context.Context, l driver.Lease, k keys, rl *lease
 		return b.leaseErr(err, rl, "release", l.Key)
 	}
 	if !resp.Succeeded {
-		if hold := resp.Responses[1].GetResponseRange().Kvs; len(hold) > 0 {
+		if hold := resp.Responses[unheldReentrant].GetResponseRange().Kvs; len(hold) > 0 {
 			// A hold of a re-entrant lease this backend has no record of
 			// (taken by another, or its reply lost): a second round trip.
 			return b.releaseUnknown(ctx, l, k, hold[0], rl)
 		}
-		if resp.Responses[0].GetResponseRange().Count > 0 {
+		if resp.Responses[unheldReceipt].GetResponseRange().Count > 0 {
 			return nil // released by an earlier call whose reply was lost
 		}
 		return driver.ErrNotHeld
 	}
-	own := resp.Responses[0].GetResponseRange().Kvs[0]
-	first := resp.Responses[1].GetResponseRange().Kvs
+	own := resp.Responses[releasedOwn].GetResponseRange().Kvs[0]
+	first := resp.Responses[releasedFirst].GetResponseRange().Kvs
 	if l.Kind == driver.Read || l.Kind == driver.Permit || (len(first) > 0 && first[0].CreateRevision == own.CreateRevision) {
 		return nil
 	}
@@ -866,6 +892,10 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 // refresh checks that the owner's key holds the lock, and puts it on
 // lease ls if it is on another.
 func (b *Backend) refresh(ctx context.Context, l driver.Lease, k keys, ls *lease) error {
+	const ( // the replies of a refresh of the owner's key (Then)
+		refreshedOwn   = 0 // the owner's key
+		refreshedFirst = 1 // the first in line
+	)
 	resp, err := b.cli.Txn(ctx).If(
 		k.mine(),
 	).Then(
@@ -884,8 +914,8 @@ func (b *Backend) refresh(ctx context.Context, l driver.Lease, k keys, ls *lease
 	if !resp.Succeeded {
 		return driver.ErrNotHeld
 	}
-	own := resp.Responses[0].GetResponseRange().Kvs[0]
-	first := resp.Responses[1].GetResponseRange().Kvs
+	own := resp.Responses[refreshedOwn].GetResponseRange().Kvs[0]
+	first := resp.Responses[refreshedFirst].GetResponseRange().Kvs
 	if l.Kind == driver.Read || l.Kind == driver.Permit || (len(first) > 0 && first[0].CreateRevision == own.CreateRevision) {
 		return nil
 	}
@@ -904,6 +934,11 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
 	k := b.keys(key, "", driver.Exclusive, 0)
+	const (
+		inspectedLine     = 0 // the key's line, in order
+		inspectedReceipts = 1 // the receipts of its releases
+		inspectedHolds    = 2 // the holds of its re-entrant leases
+	)
 	resp, err := b.cli.Txn(ctx).Then(
 		clientv3.OpGet(k.lock, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		clientv3.OpGet(k.receipts(), clientv3.WithPrefix()),
@@ -912,18 +947,18 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 	if err != nil {
 		return driver.Info{}, fmt.Errorf("etcdlock: inspect %q: %w", key, err)
 	}
-	holds := holders(k, resp.Responses[0].GetResponseRange().Kvs)
+	holds := holders(k, resp.Responses[inspectedLine].GetResponseRange().Kvs)
 	if len(holds) == 0 {
 		// The last token, while the receipts of its release last.
 		var token uint64
-		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		for _, kv := range resp.Responses[inspectedReceipts].GetResponseRange().Kvs {
 			if t, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
 				token = max(token, t)
 			}
 		}
 		return driver.Info{Token: token}, nil
 	}
-	return b.describe(ctx, k, key, holds, resp.Responses[2].GetResponseRange().Kvs, make(map[int64]time.Duration))
+	return b.describe(ctx, k, key, holds, resp.Responses[inspectedHolds].GetResponseRange().Kvs, make(map[int64]time.Duration))
 }
 
 // describe returns the Info of a key held by holds, in line order;
@@ -981,6 +1016,10 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, er
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
 	root, holdRoot := b.prefix+"lock/", b.prefix+"hold/"
+	const (
+		listedLines = 0 // the keys' lines
+		listedHolds = 1 // the holds of their re-entrant leases
+	)
 	resp, err := b.cli.Txn(ctx).Then(
 		clientv3.OpGet(root+url.PathEscape(prefix), clientv3.WithPrefix()),
 		clientv3.OpGet(holdRoot+url.PathEscape(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
@@ -988,8 +1027,8 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, er
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: list %q: %w", prefix, err)
 	}
-	byKey := groupByKey(root, resp.Responses[0].GetResponseRange().Kvs)
-	nested := groupByKey(holdRoot, resp.Responses[1].GetResponseRange().Kvs)
+	byKey := groupByKey(root, resp.Responses[listedLines].GetResponseRange().Kvs)
+	nested := groupByKey(holdRoot, resp.Responses[listedHolds].GetResponseRange().Kvs)
 	var list []driver.KeyInfo
 	ttls := make(map[int64]time.Duration)
 	for esc, kvs := range byKey {
@@ -1041,6 +1080,10 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
 	k := b.keys(key, "", driver.Exclusive, 0)
+	const (
+		brokenLine  = 0 // the key's line, in order
+		brokenHolds = 1 // the holds of its re-entrant leases
+	)
 	resp, err := b.cli.Txn(ctx).Then(
 		clientv3.OpGet(k.lock, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		clientv3.OpGet(k.holds, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
@@ -1048,11 +1091,11 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 	if err != nil {
 		return driver.Info{}, fmt.Errorf("etcdlock: break %q: %w", key, err)
 	}
-	holds := holders(k, resp.Responses[0].GetResponseRange().Kvs)
+	holds := holders(k, resp.Responses[brokenLine].GetResponseRange().Kvs)
 	if len(holds) == 0 {
 		return b.Inspect(ctx, key)
 	}
-	info, err := b.describe(ctx, k, key, holds, resp.Responses[1].GetResponseRange().Kvs, make(map[int64]time.Duration))
+	info, err := b.describe(ctx, k, key, holds, resp.Responses[brokenHolds].GetResponseRange().Kvs, make(map[int64]time.Duration))
 	if err != nil {
 		return driver.Info{}, err
 	}

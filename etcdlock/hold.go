@@ -178,25 +178,35 @@ func (b *Backend) revision(key string) int64 {
 	return 0
 }
 
-// settledDeadline locks b.mu and returns key's deadline (nil if it has
-// none) once it is not being deleted for a passed deadline, waiting until
-// such a deletion is done. On a nil error b.mu is held; on ctx's error it
-// is not.
-func (b *Backend) settledDeadline(ctx context.Context, key string) (*deadline, error) {
+// whenSettled runs f, with b.mu held, on key's deadline (nil if it has
+// none) once the key is not being deleted for a passed deadline, waiting
+// until such a deletion is done. If ctx ends first, f does not run.
+func (b *Backend) whenSettled(ctx context.Context, key string, f func(d *deadline)) error {
 	for {
-		b.mu.Lock()
-		d := b.deadlines[key]
-		if d == nil || d.lapsing == nil {
-			return d, nil
+		wait := b.settled(key, f)
+		if wait == nil {
+			return nil
 		}
-		wait := d.lapsing
-		b.mu.Unlock()
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
+}
+
+// settled runs f, with b.mu held, on key's deadline (nil if it
+// has none) if the key is not being deleted for a passed deadline; else
+// it returns the channel closed once it is.
+func (b *Backend) settled(key string, f func(d *deadline)) (lapsing <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[key]
+	if d != nil && d.lapsing != nil {
+		return d.lapsing
+	}
+	f(d)
+	return nil
 }
 
 // setDeadline makes the key, created at rev, end at at (unless it is

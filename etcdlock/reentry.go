@@ -145,6 +145,16 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		clientv3.OpDelete(k.holds, clientv3.WithRange(k.hold)),
 		clientv3.OpDelete(k.hold+"\x00", clientv3.WithRange(clientv3.GetPrefixRangeEnd(k.holds))),
 	}, reads)
+	// The replies: of a repeat (Then), the owner's hold and the anchor;
+	// else those of first, whose own refusal (its Else) reads the anchor,
+	// then the key's families, then, if it queues, puts the anchor.
+	const (
+		repeatHold    = 0
+		repeatAnchor  = 1
+		firstCheck    = 0
+		refusedAnchor = 0
+		refusedFamily = 1
+	)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 	).Then(
@@ -159,9 +169,9 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 	}
 	if resp.Succeeded { // the owner's hold is there: a repeat
 		b.putSpare(spare)
-		return b.repeatHold(ctx, req, k, anchor, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, start)
+		return b.repeatHold(ctx, req, k, anchor, resp.Responses[repeatHold].GetResponseRange().Kvs, resp.Responses[repeatAnchor].GetResponseRange().Kvs, start)
 	}
-	inner := resp.Responses[0].GetResponseTxn()
+	inner := resp.Responses[firstCheck].GetResponseTxn()
 	if inner.Succeeded { // the first hold: the spare is the identity's lease
 		if err := b.keep(anchor, spare); err != nil {
 			return driver.Grant{}, false, err
@@ -169,7 +179,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return b.grantedHold(req, k, anchor, resp.Header.Revision, spare, start)
 	}
 	rs := inner.Responses
-	if queues(req) && rs[len(rs)-1].GetResponseTxn().Succeeded {
+	if queues(req) && rs[len(rs)-1].GetResponseTxn().Succeeded { // the last: the anchor put in line
 		// In line: the spare is the identity's lease, kept alive while
 		// the identity waits.
 		if err := b.keep(anchor, spare); err != nil {
@@ -179,10 +189,10 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return driver.Grant{}, true, nil
 	}
 	b.putSpare(spare)
-	if err := k.mismatch(req.Key, req.Kind, 0, rs[1:1+len(families)]); err != nil {
+	if err := k.mismatch(req.Key, req.Kind, 0, rs[refusedFamily:refusedFamily+len(families)]); err != nil {
 		return driver.Grant{}, false, err
 	}
-	anc := rs[0].GetResponseRange().Kvs
+	anc := rs[refusedAnchor].GetResponseRange().Kvs
 	if len(anc) == 0 {
 		return driver.Grant{}, true, nil // held by another
 	}
@@ -267,8 +277,9 @@ func (b *Backend) join(ctx context.Context, req driver.Request, k keys, anchor, 
 		}
 		return driver.Grant{}, false, err
 	}
+	const refusedAnchor = 0 // Else: the anchor
 	if !resp.Succeeded {
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == rev {
+		if kvs := resp.Responses[refusedAnchor].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == rev {
 			if queues(req) {
 				b.waitHold(anchor, rev)
 			}
@@ -299,6 +310,11 @@ func (b *Backend) grantedHold(req driver.Request, k keys, anchor string, rev int
 // The receipt notes rev, the token, if it is known (not 0).
 func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, anchor string, same clientv3.Cmp, rev int64, rl *lease) error {
 	last := append(othersAbsent(k.holds, []string{k.hold}), same)
+	const (
+		releasedHold  = 0 // Then: the hold's key, before its deletion
+		releasedLast  = 3 // Then: the anchor's deletion, if no other hold is left
+		unheldReceipt = 0 // Else: the count of the owner's receipts
+	)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
 	).Then(
@@ -314,13 +330,13 @@ func (b *Backend) releaseHold(ctx context.Context, l driver.Lease, k keys, ancho
 		return b.leaseErr(err, rl, "release", l.Key)
 	}
 	if !resp.Succeeded {
-		if resp.Responses[0].GetResponseRange().Count > 0 {
+		if resp.Responses[unheldReceipt].GetResponseRange().Count > 0 {
 			return nil // released by an earlier call whose reply was lost
 		}
 		return driver.ErrNotHeld
 	}
-	if resp.Responses[3].GetResponseTxn().Succeeded {
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+	if resp.Responses[releasedLast].GetResponseTxn().Succeeded {
+		if kvs := resp.Responses[releasedHold].GetResponseRange().Kvs; len(kvs) > 0 {
 			id := clientv3.LeaseID(kvs[0].Lease)
 			b.goTracked(func() {
 				ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
@@ -511,25 +527,21 @@ func (b *Backend) keep(anchor string, l *lease) error {
 // identity's deadline at least at. It waits if the identity's holds are
 // being deleted for a passed deadline.
 func (b *Backend) armHold(ctx context.Context, anchor, hold string, at time.Time) error {
-	d, err := b.settledDeadline(ctx, anchor)
-	if err != nil {
-		return err
-	}
-	switch {
-	case d == nil:
-		d = b.newDeadline(anchor, 0, at)
-		d.holds = make(map[string]bool)
-	case at.After(d.at):
-		d.at = at
-		d.timer.Reset(time.Until(at))
-	}
-	d.holds[hold] = true
-	if b.reholds == nil {
-		b.reholds = make(map[string]string)
-	}
-	b.reholds[hold] = anchor
-	b.mu.Unlock()
-	return nil
+	return b.whenSettled(ctx, anchor, func(d *deadline) {
+		switch {
+		case d == nil:
+			d = b.newDeadline(anchor, 0, at)
+			d.holds = make(map[string]bool)
+		case at.After(d.at):
+			d.at = at
+			d.timer.Reset(time.Until(at))
+		}
+		d.holds[hold] = true
+		if b.reholds == nil {
+			b.reholds = make(map[string]string)
+		}
+		b.reholds[hold] = anchor
+	})
 }
 
 // knownIdentity returns the create revision of the anchor and the lease

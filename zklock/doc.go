@@ -105,6 +105,18 @@
 // this client read within the last second, unless that reading says the
 // lease may have ended: a renewal only extends it (a shorter TTL's puts
 // off the waiter's clearing of it by a look, never grants it early).
+// A waiter that keeps a place does not read at all the lease of a holder
+// it sights for the first time: its watch wakes it when the holder
+// leaves, and its next attempt, which renews its place within a third of
+// it (a safety poll, by default), reads the lease if the holder is still
+// there; only a lease that lapses unreleased is cleared that much later.
+// A plain Lock's watch, opened after its first refusal, is set once the
+// attempt made at once after it has made the waiter's place, on the node
+// ahead of that place, not first on the holder (within a second, it is
+// set anyway). So a fair waiter's cycle is two writes and three reads at
+// most, as go-zookeeper's zk.Lock's; a plain waiter's first attempt,
+// which cannot keep a place, adds a sync, a listing and a read of the
+// holder's lease.
 //
 // A create whose reply is lost leaves its node in the line: the owner is
 // then marked uncertain, and its next call (the retry of Acquire, or

@@ -97,7 +97,7 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 		}
 		if fs := foreign(ahead, driver.Exclusive, 0); len(fs) > 0 {
 			var now int64
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, lookNow)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -168,7 +168,7 @@ func (b *Backend) refuseReentrant(lk lease, parent string, bs []child) (g driver
 	if len(bs) > 0 {
 		head = bs[0].seq // bs is the line from its start
 	}
-	freed, until, err := b.clearLapsed(parent, bs, head, &now, false)
+	freed, until, err := b.clearLapsed(parent, bs, head, &now, lookNow)
 	if err != nil || freed {
 		return driver.Grant{}, false, err
 	}
@@ -247,7 +247,7 @@ func (b *Backend) joinReentrant(lk lease, req driver.Request, parent, rh, oh str
 		return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validForLease(req.TTL)}, true, nil
 	}
 	now := nst.Mtime
-	freed, until, err := b.clearLapsed(parent, kids[:i], kids[0].seq, &now, false)
+	freed, until, err := b.clearLapsed(parent, kids[:i], kids[0].seq, &now, lookNow)
 	if err != nil || freed {
 		return driver.Grant{}, false, err
 	}

@@ -350,13 +350,14 @@ func isWrite(op int32) bool { return op == 1 || op == 2 || op == 5 || op == 14 |
 
 // testWaiterRequests: a waiter's whole cycle on a busy mutex, from its
 // Lock to its Unlock (its attempts, its watch, the hand-off and its
-// release), sends two writes, its node's making and its release, and
-// three reads: the listing that finds it in line, a read of the holder's
-// lease, and the watch of the node ahead of it. A plain waiter's first
-// attempt, which keeps no place, looks first (a sync, a listing and a
-// read of the holder's lease): two more. Its watch sets itself from its
-// attempts' listings, and its attempt does not read again the holder it
-// has just read.
+// release), sends two writes, its node's making and its release, and two
+// reads: the listing that finds it in line and the watch of the node
+// ahead of it. A waiter that keeps a place does not read the lease of a
+// holder it sights first: its watch tells it when the holder leaves. A
+// plain waiter's first attempt, which keeps no place, looks first (a
+// sync, a listing and a read of the holder's lease, which a TryLock
+// needs): three more. Its watch sets itself from its attempts' listings,
+// and its attempt does not read again the holder it has just read.
 func testWaiterRequests(t *testing.T, addrs []string) {
 	for _, fair := range []bool{false, true} {
 		key, want := "waiter-requests", 5
@@ -367,7 +368,7 @@ func testWaiterRequests(t *testing.T, addrs []string) {
 		const session = 20 * time.Second
 		opts := []distlock.Option{distlock.WithTTL(10 * time.Second), distlock.WithSafetyPoll(4500 * time.Millisecond)}
 		if fair {
-			key, want = key+"-fair", 3
+			key, want = key+"-fair", 2
 			opts = append(opts, distlock.WithFairness())
 		}
 		ctx := ctxFor(t, 30*time.Second)
@@ -380,10 +381,12 @@ func testWaiterRequests(t *testing.T, addrs []string) {
 		b := zklock.New(dial(t, addrs, session, rec.dial), session)
 		t.Cleanup(func() { _ = b.Close() })
 		waiter := distlock.New(b, opts...).Mutex(key)
-		// The waiter's client has seen the key busy, as a holder asking
-		// again at once has.
-		if l, err := waiter.TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
-			t.Fatalf("waiter's TryLock: %v, %v; want ErrNotObtained", l, err)
+		if !fair {
+			// The waiter's client has seen the key busy, as a holder
+			// asking again at once has.
+			if l, err := waiter.TryLock(ctx); !errors.Is(err, distlock.ErrNotObtained) {
+				t.Fatalf("waiter's TryLock: %v, %v; want ErrNotObtained", l, err)
+			}
 		}
 		mark := rec.len()
 		done := make(chan error, 1)
@@ -420,5 +423,71 @@ func testWaiterRequests(t *testing.T, addrs []string) {
 		if len(writes) > 2 || len(reads) > want {
 			t.Errorf("fair %v: a waiter's cycle sent writes %v and reads %v; want at most 2 and %d", fair, writes, reads, want)
 		}
+	}
+}
+
+// testPlainWatchSetOnce: a plain waiter behind a holder and another
+// waiter sets one ZooKeeper watch, on the node ahead of its place; the
+// watch its Lock opens after the first refusal waits for that place
+// instead of watching the holder first.
+func testPlainWatchSetOnce(t *testing.T, addrs []string) {
+	const key = "plain-watch-set-once"
+	opts := []distlock.Option{distlock.WithTTL(10 * time.Second), distlock.WithSafetyPoll(4500 * time.Millisecond)}
+	const session = 20 * time.Second
+	ctx := ctxFor(t, 30*time.Second)
+	h, err := distlock.New(newBackend(t, addrs, session), opts...).Mutex(key).Lock(ctx)
+	if err != nil {
+		t.Fatalf("holder's Lock: %v", err)
+	}
+	ahead := make(chan error, 1)
+	go func() {
+		l, err := distlock.New(newBackend(t, addrs, session), append(opts, distlock.WithFairness())...).Mutex(key).Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		ahead <- err
+	}()
+	awaitLine(t, addrs, key, 2)
+	rec := &recorder{}
+	b := zklock.New(dial(t, addrs, session, rec.dial), session)
+	t.Cleanup(func() { _ = b.Close() })
+	waiter := distlock.New(b, opts...).Mutex(key)
+	mark := rec.len()
+	done := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	awaitLine(t, addrs, key, 3)
+	for n := -1; n != len(rec.calls(mark)); { // its attempts and its watch are done
+		n = len(rec.calls(mark))
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatalf("holder's Unlock: %v", err)
+	}
+	if err := <-ahead; err != nil {
+		t.Fatalf("the waiter ahead: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("plain waiter's Lock and Unlock: %v", err)
+	}
+	var sent []string
+	watches := 0
+	for _, q := range rec.calls(mark) {
+		name, ok := opNames[q.op]
+		if !ok {
+			name = strconv.Itoa(int(q.op))
+		}
+		sent = append(sent, name)
+		if q.op == 3 { // exists: how zklock sets a watch on one node
+			watches++
+		}
+	}
+	if watches != 1 {
+		t.Errorf("the plain waiter set %d watches on nodes (requests %v); want 1, on the node ahead of its place", watches, sent)
 	}
 }

@@ -35,8 +35,20 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 			w.name = path.Base(n.path) // a re-entrant lease's node is not named by its owner
 		}
 	}
-	a, err := run(ctx, func() (armed, error) { return w.arm(time.Now().Add(-lineFresh), armed{}) })
-	if err != nil {
+	var (
+		a   armed
+		err error
+	)
+	if owner == "" && b.takePlainRefusal(key) {
+		// A plain Lock's, opened after its first attempt was refused: its
+		// next attempt, made at once, binds the watch to its owner and
+		// makes the owner's place, and the watch is then set on the node
+		// ahead of that place (see placed). Watching the holder until
+		// then would cost a request, and a chase of every holder that
+		// leaves meanwhile. If no attempt places it within lineFresh,
+		// the watch is set as usual.
+		a.unset = true
+	} else if a, err = run(ctx, func() (armed, error) { return w.arm(time.Now().Add(-lineFresh), armed{}) }); err != nil {
 		return nil, err
 	}
 	// A release made before Watch returns is the caller's attempt's to
@@ -117,6 +129,7 @@ type armed struct {
 	sole     string // the waiter's node, when the watched node is the only one ahead of it
 	target   string // the watched node, if one node is watched
 	first    bool   // the waiter's node is first: nothing is watched (see loop)
+	unset    bool   // a plain waiter's, not set until its place is made (see Watch)
 	children bool
 	names    []string
 	cversion int32
@@ -291,6 +304,8 @@ func (w *watch) loop(a armed) {
 		case <-afterIf(a.first, handOverGrace):
 			ev.Type = zk.EventNodeDataChanged // no news: only look again
 			since = time.Now()
+		case <-afterIf(a.unset, lineFresh):
+			ev.Type = zk.EventNodeDataChanged // no place made: watch as usual
 		case <-w.rearm: // an attempt has just listed the line
 			ev.Type = zk.EventNodeDataChanged
 			still = a

@@ -68,6 +68,7 @@ type Backend struct {
 	refused  map[lease]time.Time  // owners whose last attempt was refused, and left no node
 	purged   time.Time            // when refused was last rid of old entries
 	plain    map[string][]*watch  // the open watches of plain mutex waiters, by key (see plainPlace)
+	asked    map[string]time.Time // keys by when a mutex attempt that kept no place was last refused (see Watch)
 	lines    map[string]listing   // the last listing of each key's line by an attempt, until a watch takes it
 	seen     map[string]seenLease // other clients' nodes by path, as read lately (see recentLease)
 	busy     map[string]time.Time // keys by when this client last found others in their line
@@ -150,7 +151,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
 		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), seen: make(map[string]seenLease), closed: make(chan struct{})}
+		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), asked: make(map[string]time.Time), seen: make(map[string]seenLease), closed: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -362,98 +363,172 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	}))
 }
 
+// attempt is one Acquire of a request without a re-entrant identity, in
+// the phases acquire runs in order: answered from the waiter's watch
+// (fromWatch), a repeat that renews its holding (renew), a look at the
+// line before making a node (look), the node's making (make), and the
+// judging of the line (judge), which grants, refuses, or clears a lapsed
+// node and lists the line again.
+type attempt struct {
+	b       *Backend
+	req     driver.Request
+	parent  string   // the key's line
+	h       string   // the owner's hash, in its node's name
+	lk      lease    // the key and the owner
+	data    nodeData // the node's data as a holding
+	n       *node    // the owner's node; nil while it has none
+	now     int64    // the leader's clock at this client's last write, or 0
+	stamped bool     // the node's data holds the lease asked for
+	tried   time.Time
+}
+
 func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
-	parent := b.linePath(req.Key)
-	h := ownerHash(req.Owner)
-	lk := lease{req.Key, req.Owner}
-	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(lk) {
-		req.Queue = plainPlace(req.TTL)
+	a := attempt{b: b, req: req, parent: b.linePath(req.Key), h: ownerHash(req.Owner), lk: lease{req.Key, req.Owner}, stamped: true}
+	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(a.lk) {
+		a.req.Queue = plainPlace(req.TTL)
 	}
-	data := nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
-	n, err := b.locate(lk, parent)
-	if err != nil {
+	a.data = nodeData{Span: ms(req.TTL), Held: true, Limit: req.Limit, Since: time.Now().UnixMilli(), Meta: req.Meta}
+	var err error
+	if a.n, err = b.locate(a.lk, a.parent); err != nil {
 		return driver.Grant{}, err
 	}
-	var now int64   // the leader's clock at our last write
-	stamped := true // the node's data holds the lease asked for
-	if n != nil && !n.data.Held {
-		// A waiter's attempt: it is marked held only if it gets in.
-		if g, ok := b.handedOver(lk, n, req); ok {
-			return g, nil
-		}
-		if g, ok := b.stillWaiting(n, req); ok {
-			return g, nil
-		}
-		stamped = false
+	if g, ok := a.fromWatch(); ok {
+		return g, nil
 	}
-	tried := time.Now()
-	if n != nil && n.data.Held { // a repeat: renew the holding
-		data.Since = n.data.Since
-		sent := time.Now()
-		st, err := b.conn.Set(n.path, data.encode(), -1)
-		switch {
-		case errors.Is(err, zk.ErrNoNode): // it lapsed or was expired: start over
-			b.forget(lk)
-			n = nil
-		case err != nil:
-			return driver.Grant{}, err
-		default:
-			n.token, n.data, n.version, now, n.wrote = uint64(st.Czxid), data, st.Version, st.Mtime, sent
-			b.noteClock(st.Mtime)
-		}
+	a.tried = time.Now()
+	if err := a.renew(); err != nil {
+		return driver.Grant{}, err
 	}
-	if n == nil && (req.Kind != driver.Exclusive && b.wasRefused(lk) || req.Kind == driver.Exclusive && req.Queue <= 0 && b.isBusy(req.Key)) {
-		// A retry of a refused attempt looks before it makes a node, so
-		// that a waiter that cannot get in changes nothing in the line:
-		// readers and permits wait for any node to leave, and would wake
-		// up at its node's coming and going. A mutex's waiters watch the
-		// holder only, so a mutex waiter makes its node at once: looking
-		// first would cost it a round trip, and the race for a released
-		// lock to the holder that asks again straight away (with 8
-		// workers on one key, waiters then starved for the whole run).
-		// A mutex attempt that keeps no place looks first too while the
-		// key is busy (a holder that asks again at once, a plain Lock's
-		// first attempt): it would make a node only to delete it.
-		g, blocked, err := b.peek(req, parent, h)
-		if blocked {
-			b.setRefused(lk, true)
-		}
-		if err != nil || blocked {
-			return g, err
-		}
+	if g, done, err := a.look(); done {
+		return g, err
 	}
-	if n == nil {
-		made := data
-		if req.Queue > 0 {
-			made.Wait = ms(req.Queue) // if it must wait, it keeps this node as its place
-		}
-		c, err := b.create(lk, parent, namePrefix(req.Kind, req.Limit)+"-"+h+"-", made, zk.FlagEphemeral|zk.FlagSequence, "")
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		n, now = c.n, c.now
-		if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
-			return b.granted(lk, n, req), nil
-		}
-		b.setBusy(req.Key)
-		// A node that waited, for however short a time, may have been
-		// judged by its Wait: it is written as a holding if it gets in.
-		stamped = made.Wait == 0
+	if g, done, err := a.make(); done {
+		return g, err
 	}
+	return a.judge()
+}
+
+// fromWatch answers a waiter's attempt without a round trip, from what
+// its watch saw: its turn came (see handedOver), or the node ahead is
+// still there (see stillWaiting). A waiter's node is marked held only if
+// it gets in: until then its data does not hold the lease asked for.
+func (a *attempt) fromWatch() (driver.Grant, bool) {
+	n := a.n
+	if n == nil || n.data.Held {
+		return driver.Grant{}, false
+	}
+	if g, ok := a.b.handedOver(a.lk, n, a.req); ok {
+		return g, true
+	}
+	if g, ok := a.b.stillWaiting(n, a.req); ok {
+		return g, true
+	}
+	a.stamped = false
+	return driver.Grant{}, false
+}
+
+// renew rewrites the node of a repeat of a granted attempt, which renews
+// the holding; a node gone meanwhile (it lapsed, or its session expired)
+// leaves the attempt without one, to start over.
+func (a *attempt) renew() error {
+	n := a.n
+	if n == nil || !n.data.Held {
+		return nil
+	}
+	a.data.Since = n.data.Since
+	sent := time.Now()
+	st, err := a.b.conn.Set(n.path, a.data.encode(), -1)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		a.b.forget(a.lk)
+		a.n = nil
+	case err != nil:
+		return err
+	default:
+		n.token, n.data, n.version, a.now, n.wrote = uint64(st.Czxid), a.data, st.Version, st.Mtime, sent
+		a.b.noteClock(st.Mtime)
+	}
+	return nil
+}
+
+// look lists the line before the attempt makes a node, when making one
+// would change the line for nothing; done when that refuses the attempt
+// (or fails).
+//
+// A retry of a refused attempt looks before it makes a node, so that a
+// waiter that cannot get in changes nothing in the line: readers and
+// permits wait for any node to leave, and would wake up at its node's
+// coming and going. A mutex's waiters watch the holder only, so a mutex
+// waiter makes its node at once: looking first would cost it a round
+// trip, and the race for a released lock to the holder that asks again
+// straight away (with 8 workers on one key, waiters then starved for the
+// whole run). A mutex attempt that keeps no place looks first too while
+// the key is busy (a holder that asks again at once, a plain Lock's first
+// attempt): it would make a node only to delete it.
+func (a *attempt) look() (g driver.Grant, done bool, err error) {
+	b, req := a.b, a.req
+	if a.n != nil || !(req.Kind != driver.Exclusive && b.wasRefused(a.lk) || req.Kind == driver.Exclusive && req.Queue <= 0 && b.isBusy(req.Key)) {
+		return driver.Grant{}, false, nil
+	}
+	g, blocked, err := b.peek(req, a.parent, a.h)
+	if blocked {
+		b.setRefused(a.lk, true)
+		b.notePlainRefusal(req)
+	}
+	return g, err != nil || blocked, err
+}
+
+// make creates the owner's node if it has none; done when that grants
+// the lock (the node is alone in its line) or fails.
+func (a *attempt) make() (g driver.Grant, done bool, err error) {
+	if a.n != nil {
+		return driver.Grant{}, false, nil
+	}
+	b, req := a.b, a.req
+	made := a.data
+	if req.Queue > 0 {
+		made.Wait = ms(req.Queue) // if it must wait, it keeps this node as its place
+	}
+	c, err := b.create(a.lk, a.parent, namePrefix(req.Kind, req.Limit)+"-"+a.h+"-", made, zk.FlagEphemeral|zk.FlagSequence, "")
+	if err != nil {
+		return driver.Grant{}, true, err
+	}
+	a.n, a.now = c.n, c.now
+	if c.kids == 1 { // alone in the line: first from its making on, of no kind but its own
+		return b.granted(a.lk, a.n, req), true, nil
+	}
+	b.setBusy(req.Key)
+	// A node that waited, for however short a time, may have been judged
+	// by its Wait: it is written as a holding if it gets in.
+	a.stamped = made.Wait == 0
+	return driver.Grant{}, false, nil
+}
+
+// errVanished is the error of an attempt whose node another client
+// deleted (its lease, or its place, lapsed): the caller tries again.
+var errVanished = errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+
+// judge lists the line and judges the attempt's place in it: a node of
+// another family ahead refuses it with a *driver.KindError (once lapsed
+// ones are cleared); nothing in the way grants it; else a lapsed lease
+// in the way is cleared and the line listed again (three times at most),
+// or the attempt is refused, and waits or leaves (see Backend.wait).
+func (a *attempt) judge() (driver.Grant, error) {
+	b, req, n := a.b, a.req, a.n
 	for tries := 0; ; tries++ {
 		listed := time.Now()
-		names, st, err := b.conn.Children(parent)
+		names, st, err := b.conn.Children(a.parent)
 		if err != nil {
 			return driver.Grant{}, err
 		}
 		kids := line(names)
-		i := find(kids, h)
+		i := find(kids, a.h)
 		if i < 0 {
-			b.forget(lk)
-			return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
+			b.forget(a.lk)
+			return driver.Grant{}, errVanished
 		}
 		if fs := foreign(kids[:i], req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
+			freed, _, err := b.clearLapsed(a.parent, fs, kids[0].seq, &a.now, lookNow)
 			if err != nil {
 				return driver.Grant{}, err
 			}
@@ -463,32 +538,12 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return driver.Grant{}, err
 			}
-			b.forget(lk)
+			b.forget(a.lk)
 			return driver.Grant{}, kindError(req, fs[0])
 		}
 		bs := blockers(kids, i, req.Limit)
 		if len(bs) == 0 {
-			if !stamped {
-				// First in line: nothing can come ahead of it now. Its
-				// place, written lately, holds it for a while yet (see
-				// fromPlace); else the write starts the lease.
-				if g, ok := b.fromPlace(lk, n, req); ok {
-					return g, nil
-				}
-				sent := time.Now()
-				st, err := b.conn.Set(n.path, data.encode(), -1)
-				if errors.Is(err, zk.ErrNoNode) {
-					b.forget(lk)
-					return driver.Grant{}, errors.New("zklock: the attempt's node vanished (expired by another client); retry")
-				}
-				if err != nil {
-					return driver.Grant{}, err
-				}
-				n.data, n.version, n.wrote = data, st.Version, sent
-				b.noteClock(st.Mtime)
-			}
-			b.remember(lk, n)
-			return b.granted(lk, n, req), nil
+			return a.first()
 		}
 		clear := b.clearLapsed
 		if req.Kind == driver.Exclusive {
@@ -496,25 +551,61 @@ func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
 			// is cleared once it is first, by the attempt after it.
 			clear = b.holderOf
 		}
-		freed, until, err := clear(parent, bs, kids[0].seq, &now, true)
+		look := lookRecent
+		if req.Queue > 0 {
+			look = lookLater // a waiter keeps its place, and its watch wakes it
+		}
+		freed, until, err := clear(a.parent, bs, kids[0].seq, &a.now, look)
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		if now == 0 {
-			now = b.leaderNow()
+		if a.now == 0 {
+			a.now = b.leaderNow()
 		}
-		retry := max(time.Duration(until-now)*time.Millisecond, time.Millisecond)
-		if freed {
+		retry := max(time.Duration(until-a.now)*time.Millisecond, time.Millisecond)
+		retryAt := time.Now().Add(retry)
+		switch {
+		case freed:
 			if tries < 3 {
 				continue
 			}
-			retry = time.Millisecond
+			retry, retryAt = time.Millisecond, time.Now().Add(time.Millisecond)
+		case until == lapseUnread:
+			// The waiter looks again, and reads the holder then, at its
+			// next attempt, which renews its place within a third of it.
+			retry, retryAt = 0, time.Now().Add(req.Queue/3)
 		}
-		n.tried, n.retryAt = tried, time.Now().Add(retry)
+		n.tried, n.retryAt = a.tried, retryAt
 		b.noteLine(req.Key, listing{names: names, cversion: st.Cversion, at: listed})
-		b.placed(lk)
-		return b.wait(lk, n, req, retry)
+		b.placed(a.lk)
+		return b.wait(a.lk, n, req, retry)
 	}
+}
+
+// first grants the attempt, whose node is first in line: nothing can come
+// ahead of it now. A node not stamped as a holding is granted from its
+// place, written lately, which holds it for a while yet (see fromPlace);
+// else a write starts its lease.
+func (a *attempt) first() (driver.Grant, error) {
+	b, n := a.b, a.n
+	if !a.stamped {
+		if g, ok := b.fromPlace(a.lk, n, a.req); ok {
+			return g, nil
+		}
+		sent := time.Now()
+		st, err := b.conn.Set(n.path, a.data.encode(), -1)
+		if errors.Is(err, zk.ErrNoNode) {
+			b.forget(a.lk)
+			return driver.Grant{}, errVanished
+		}
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		n.data, n.version, n.wrote = a.data, st.Version, sent
+		b.noteClock(st.Mtime)
+	}
+	b.remember(a.lk, n)
+	return b.granted(a.lk, n, a.req), nil
 }
 
 // handedOver grants req at once, without a round trip, to the owner's
@@ -645,6 +736,29 @@ func (b *Backend) bindPlain(lk lease) bool {
 	return true
 }
 
+// notePlainRefusal records that req, a mutex attempt that kept no place,
+// was refused: a plain Lock's first attempt, whose watch comes next (see
+// Watch), or a TryLock's.
+func (b *Backend) notePlainRefusal(req driver.Request) {
+	if req.Kind != driver.Exclusive || req.Queue > 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	pruneStale(b.asked, func(at time.Time) time.Time { return at })
+	b.asked[req.Key] = time.Now()
+}
+
+// takePlainRefusal reports, and forgets, whether a mutex attempt that
+// kept no place was refused on key within lineFresh.
+func (b *Backend) takePlainRefusal(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.asked[key]
+	delete(b.asked, key)
+	return ok && time.Since(at) < lineFresh
+}
+
 // granted is the grant of req to the owner's node n, just written.
 func (b *Backend) granted(lk lease, n *node, req driver.Request) driver.Grant {
 	b.setRefused(lk, false)
@@ -660,6 +774,7 @@ func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duratio
 		}
 		b.forget(lk)
 		b.setRefused(lk, true)
+		b.notePlainRefusal(req)
 		return driver.Grant{RetryAfter: retry}, nil
 	}
 	place := nodeData{Span: ms(req.Queue), Limit: req.Limit, Meta: req.Meta}
@@ -714,7 +829,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		kids := line(names)
 		var now int64 // learned only if needed
 		if fs := foreign(kids, req.Kind, req.Limit); len(fs) > 0 {
-			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, false)
+			freed, _, err := b.clearLapsed(parent, fs, kids[0].seq, &now, lookNow)
 			if err != nil {
 				return driver.Grant{}, false, err
 			}
@@ -741,7 +856,7 @@ func (b *Backend) peek(req driver.Request, parent, h string) (g driver.Grant, bl
 		if req.Kind == driver.Exclusive {
 			clear = b.holderOf // see acquire
 		}
-		freed, until, err := clear(parent, bs, kids[0].seq, &now, false)
+		freed, until, err := clear(parent, bs, kids[0].seq, &now, lookNow)
 		if err != nil {
 			return driver.Grant{}, false, err
 		}
@@ -807,9 +922,9 @@ func (b *Backend) takeLine(key string, since time.Time) (listing, bool) {
 // (or cleared) lets the next one hold, which is then the line's first,
 // judged as such (nodes ahead of a node only leave): no listing again.
 // It reports freed when every node of bs is gone.
-func (b *Backend) holderOf(parent string, bs []child, _ int64, now *int64, recent bool) (freed bool, until int64, err error) {
+func (b *Backend) holderOf(parent string, bs []child, _ int64, now *int64, look look) (freed bool, until int64, err error) {
 	for j, c := range bs {
-		if freed, until, err = b.clearLapsed(parent, bs[j:j+1], c.seq, now, recent); err != nil || !freed {
+		if freed, until, err = b.clearLapsed(parent, bs[j:j+1], c.seq, now, look); err != nil || !freed {
 			return freed, until, err
 		}
 	}
@@ -822,6 +937,7 @@ type seenLease struct {
 	mtime      int64
 	span, wait int64
 	at         time.Time // when it was read
+	unread     bool      // only sighted, by a waiter that put off its read (see lookLater)
 }
 
 // noteLease records a reading of the node at path.
@@ -840,10 +956,25 @@ func (b *Backend) recentLease(path string, first bool) (int64, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, ok := b.seen[path]
-	if !ok || time.Since(s.at) >= lineFresh {
+	if !ok || s.unread || time.Since(s.at) >= lineFresh {
 		return 0, false
 	}
 	return s.mtime + nodeData{Span: s.span, Wait: s.wait}.lease(first), true
+}
+
+// sighted reports whether this client has not yet sighted the node at
+// path in the way of a waiter, and records the sighting: the waiter's
+// attempt puts off reading it (see lookLater). A node sighted, or read,
+// before is read.
+func (b *Backend) sighted(path string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.seen[path]; ok {
+		return false
+	}
+	pruneStale(b.seen, func(s seenLease) time.Time { return s.at })
+	b.seen[path] = seenLease{unread: true, at: time.Now()}
+	return true
 }
 
 // busyFor is how long a key stays busy (see isBusy) after this client
@@ -1133,6 +1264,33 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 	})()
 }
 
+// look says how fresh the reading of a node in the way must be before
+// an attempt judges its lease.
+type look int
+
+const (
+	// lookNow reads every node in the way: an attempt whose refusal the
+	// caller takes as final (TryLock), or that must know what is in its
+	// way.
+	lookNow look = iota
+	// lookRecent trusts this client's reading of a node within lineFresh
+	// while the node's lease has not lapsed by it (see recentLease): a
+	// waiter's attempt, whose refusal only puts off its next look.
+	lookRecent
+	// lookLater is lookRecent for a waiter that keeps its place in line:
+	// it does not read a holder it sights for the first time (the lapse
+	// is then lapseUnread), and reads it at its next attempt, which
+	// renews its place. Its watch wakes it when the holder leaves: only a
+	// holder whose lease lapses unreleased is seen later, by at most one
+	// of the waiter's safety polls, and the holders that come and go in
+	// the line's turn cost no read at all.
+	lookLater
+)
+
+// lapseUnread is the lapse clearLapsed reports for a holder it has not
+// read (see lookLater): unknown.
+const lapseUnread int64 = -1
+
 // clearLapsed looks at the nodes in the way, in line order (head is the
 // sequence of the line's first node, whose lease is judged by its Span
 // alone; see nodeData.Wait): one whose
@@ -1142,19 +1300,21 @@ func (b *Backend) clearOwn(lk lease, path string, version int32) {
 // the lease in the way ends: the first node's, or for a semaphore the
 // first to end among the permits. *now is the leader's clock at the
 // caller's last write, or 0: then a write learns it if a node seems to
-// have lapsed. With recent, a node this client read lately (see
-// recentLease) is not read again while it has not lapsed by that reading:
-// a waiter's attempt, whose refusal only puts off its next look.
-func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64, recent bool) (freed bool, until int64, err error) {
+// have lapsed. How fresh a reading of each node must be, look says.
+func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64, look look) (freed bool, until int64, err error) {
 	for i, c := range bs {
 		p := parent + "/" + c.name
-		if recent {
+		if look >= lookRecent {
 			if lapse, ok := b.recentLease(p, c.seq == head); ok && lapse > max(*now, b.leaderNow()) {
 				if i == 0 || c.kind == driver.Permit && lapse < until {
 					until = lapse
 				}
 				continue
 			}
+		}
+		if look == lookLater && i == 0 && len(bs) == 1 && b.sighted(p) {
+			until = lapseUnread // read at the waiter's next look, if still there
+			continue
 		}
 		raw, st, err := b.conn.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {

@@ -141,6 +141,7 @@ func TestStandalone(t *testing.T) {
 	t.Run("HandoffRoundTrips", func(t *testing.T) { testHandoffRoundTrips(t, addrs) })
 	t.Run("NoLostWakeUp", func(t *testing.T) { testNoLostWakeUp(t, addrs) })
 	t.Run("WaiterRequests", func(t *testing.T) { testWaiterRequests(t, addrs) })
+	t.Run("PlainWatchSetOnce", func(t *testing.T) { testPlainWatchSetOnce(t, addrs) })
 	t.Run("FarWaiterKeepsPlace", func(t *testing.T) { testFarWaiterKeepsPlace(t, addrs) })
 	t.Run("PlainGiveUpLeavesLine", func(t *testing.T) { testPlainGiveUpLeavesLine(t, addrs) })
 }
