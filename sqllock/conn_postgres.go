@@ -56,10 +56,12 @@ FROM g LEFT JOIN up ON true`)
 	c.refresh = p(`WITH u AS (UPDATE {table} SET expires_us = {now} + $3 WHERE name = $1 AND owners = $2 RETURNING 1)
 SELECT set_config('idle_session_timeout', $4, false)`)
 	// $1 name, $2 owner, $3 the owner between commas, $4 the native key,
-	// $5 and $6 the mark. The notice goes out whether or not this backend
-	// listens: waiters in other processes may.
-	c.release = p(`WITH r AS (` + connFree + ` RETURNING 1)
-SELECT pg_advisory_unlock($4), pg_advisory_unlock($5::INT4, $6::INT4), set_config('idle_session_timeout', '0', false), pg_notify('{channel}', $1)::TEXT`)
+	// $5 and $6 the mark. The notice goes out while a waiter's mark on
+	// the row lasts (see marks.go), whether or not this backend listens:
+	// waiters in other processes may.
+	c.release = p(`WITH r AS (` + connFree + ` RETURNING ` + n.b.d.watched + ` AS watched)
+SELECT pg_advisory_unlock($4), pg_advisory_unlock($5::INT4, $6::INT4), set_config('idle_session_timeout', '0', false),
+	(SELECT count(pg_notify('{channel}', $1)::TEXT) FROM r WHERE watched)`)
 }
 
 // checkServer refuses, once, a PostgreSQL older than 14, which has no
@@ -124,8 +126,9 @@ func (n advisoryLocks) refresh(ctx context.Context, l *connLease, ttl time.Durat
 func (n advisoryLocks) release(ctx context.Context, l *connLease) (unlocked bool, err error) {
 	c := n.b.conns
 	var (
-		setting, notified string
-		unmarked          bool
+		setting  string
+		notified int64
+		unmarked bool
 	)
 	args := c.release.args(l.id.key, l.id.owner, listed(l.id.owner), AdvisoryLockKey(l.id.key), l.mark.hi, l.mark.lo)
 	err = l.conn.QueryRowContext(ctx, c.release.query, args...).Scan(&unlocked, &unmarked, &setting, &notified)

@@ -48,6 +48,9 @@ const (
 //	            read-write lock, 3 semaphore (driver.Kind's Family)
 //	lim         with kind 3: the semaphore's size
 //	queued      the number of fair waiters in line (see below)
+//	waiting_us  PostgreSQL only: until when a waiter listens for the
+//	            key's release, same clock; a release notifies the key's
+//	            waiters (pg_notify) only while it lasts
 //
 // A second table, the same name followed by "_holds", keeps one row per
 // holder of the read-write locks and semaphores (see holdsSchema in the
@@ -60,8 +63,8 @@ const (
 // a new row's counter starts (see the package doc). The DDL is statements
 // separated by ";\n".
 //
-// A table made by an older version lacks the columns kind, lim or queued,
-// the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
+// A table made by an older version lacks the columns kind, lim, queued or
+// waiting_us, the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
 // run [Migration] first, with every client of the table stopped.
 //
 // It returns an error for an unknown dialect or a table name that is not
@@ -78,29 +81,45 @@ func Schema(d Dialect, table string) (string, error) {
 }
 
 // Migration returns the statements, separated by ";\n", that bring a
-// lease table made by an older version (without the columns kind, lim or
-// queued, the queue table or the token counter) to the current [Schema].
-// Each adds one thing: run them once, skipping the ALTER TABLE of a
-// column the table has already (a table of the version before fair locks
-// lacks queued only), with every client of the table stopped: older
-// clients neither delete rows nor know the counter or the line, so the
-// two must not share a table.
+// lease table made by an older version (without the columns kind, lim,
+// queued or waiting_us, the queue table or the token counter) to the
+// current [Schema]. Each adds one thing: run them once, skipping the ALTER
+// TABLE of a column the table has already (a table of the version before
+// fair locks lacks queued only; one of the version before waiting_us,
+// that only), with every client of the table stopped: older clients
+// neither delete rows nor know the counter, the line or the waiters'
+// marks, so the two must not share a table.
 func Migration(d Dialect, table string) (string, error) {
 	if _, err := Schema(d, table); err != nil {
 		return "", err
 	}
 	x := dialects[d]
-	return strings.Join(append(append(addColumns(table), queueSchema(x, table)), x.counter(table)...), ";\n"), nil
+	return strings.Join(append(append(addColumns(x, table), queueSchema(x, table)), x.counter(table)...), ";\n"), nil
 }
 
 // addColumns adds the columns that versions before kinds were enforced
-// (kind, lim) and before fair locks (queued) lacked.
-func addColumns(table string) []string {
-	return []string{
-		`ALTER TABLE ` + table + ` ADD COLUMN kind INTEGER NOT NULL DEFAULT 0`,
-		`ALTER TABLE ` + table + ` ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`,
-		`ALTER TABLE ` + table + ` ADD COLUMN queued INTEGER NOT NULL DEFAULT 0`,
+// (kind, lim), before fair locks (queued) and before waiters' marks (the
+// dialect's own) lacked.
+func addColumns(d *dialect, table string) []string {
+	cols := append([]string{
+		`kind INTEGER NOT NULL DEFAULT 0`,
+		`lim INTEGER NOT NULL DEFAULT 0`,
+		`queued INTEGER NOT NULL DEFAULT 0`,
+	}, d.columns...)
+	for i, c := range cols {
+		cols[i] = `ALTER TABLE ` + table + ` ADD COLUMN ` + c
 	}
+	return cols
+}
+
+// probeColumns selects the columns addColumns adds, from no row: it
+// fails on a table that lacks one.
+func probeColumns(d *dialect, table string) string {
+	names := []string{"kind", "lim", "queued"}
+	for _, c := range d.columns {
+		names = append(names, strings.Fields(c)[0])
+	}
+	return `SELECT ` + strings.Join(names, ", ") + ` FROM ` + table + ` WHERE 1 = 0`
 }
 
 // sequence names the PostgreSQL sequence of a lease table's tokens.
@@ -201,6 +220,17 @@ type dialect struct {
 	// sweep: the statements that delete the lease rows free for long
 	// enough (see reclaim.go), given the condition free.
 	sweep func(free string) sweepTexts
+	// columns are the lease table's columns of this dialect alone, as
+	// ADD COLUMN takes them.
+	columns []string
+	// mark marks the key $1 as watched for $2 µs from now, unless it is
+	// marked for $3 µs more already (see marks.go); "" where releases
+	// notify nobody.
+	mark string
+	// watched is the condition on a lease row that a waiter's mark lasts
+	// (see mark): a release notifies, and the sweep keeps the row, only
+	// while it holds; "" where there are no marks.
+	watched string
 	// identity selects what names the database (see Backend.identity).
 	identity string
 	// listens: waiters can be notified (Listener); pgx's is found by New.

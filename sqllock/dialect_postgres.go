@@ -30,7 +30,8 @@ var postgresDialect = &dialect{
 	reentry    TEXT NOT NULL DEFAULT '',
 	kind       INTEGER NOT NULL DEFAULT 0,
 	lim        INTEGER NOT NULL DEFAULT 0,
-	queued     INTEGER NOT NULL DEFAULT 0
+	queued     INTEGER NOT NULL DEFAULT 0,
+	waiting_us BIGINT NOT NULL DEFAULT 0
 )`
 	},
 	counter: func(table string) []string {
@@ -76,6 +77,11 @@ SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', $1)::TEXT END
 	sweep: func(free string) sweepTexts {
 		return sweepTexts{leases: `DELETE FROM {table} WHERE ` + free}
 	},
+	columns: []string{`waiting_us BIGINT NOT NULL DEFAULT 0`},
+	// A waiter's mark creates the key's row if need be (a free one).
+	mark: `INSERT INTO {table} AS t (name, waiting_us) VALUES ($1, {now} + $2)
+	ON CONFLICT (name) DO UPDATE SET waiting_us = excluded.waiting_us WHERE t.waiting_us < {now} + $3`,
+	watched:  `waiting_us >= {now}`,
 	identity: `SELECT current_database() || '|' || COALESCE(host(inet_server_addr()), '') || '|' || COALESCE(inet_server_port(), 0)::TEXT`,
 	listens:  true,
 	native:   func(b *Backend) nativeLocks { return advisoryLocks{b} },

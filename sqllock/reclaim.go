@@ -53,6 +53,9 @@ func (b *Backend) prepareReclaimStatements() {
 	r := &b.reclaim
 	keep := strconv.FormatInt(reclaimAfter.Microseconds(), 10)
 	free := `name <> '' AND expires_us < {now} - ` + keep + ` AND NOT EXISTS (SELECT 1 FROM {holds} h WHERE h.name = {table}.name)`
+	if b.d.watched != "" {
+		free += ` AND NOT (` + b.d.watched + `)`
+	}
 	ended := `(released_us > 0 AND released_us < {now} - ` + keep + `) OR (released_us = 0 AND expires_us < {now} - ` + keep + `)`
 	r.holds = p(`DELETE FROM {holds} WHERE ` + ended)
 	// A fair waiter's place ends with its attempts: none come from a

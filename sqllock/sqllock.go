@@ -47,12 +47,12 @@ type Backend struct {
 	ready    bool          // the table was created (or is not ours to create)
 	creating chan struct{} // closed when the running attempt to create it ends; nil: none runs
 
-	acquire, release, released, refresh, holding, inspect, refused stmt
-	holds                                                          holdStmts
-	fair                                                           fairStmts
-	kinds                                                          kindStmts
-	reclaim                                                        reclaimer
-	prepared                                                       prepared
+	acquire, release, released, refresh, holding, inspect, refused, markStmt stmt
+	holds                                                                    holdStmts
+	fair                                                                     fairStmts
+	kinds                                                                    kindStmts
+	reclaim                                                                  reclaimer
+	prepared                                                                 prepared
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -220,15 +220,15 @@ func (b *Backend) createTable(ctx context.Context) error {
 	if err := run(queueSchema(b.d, b.table)); err != nil {
 		return err
 	}
-	probe := `SELECT kind, lim, queued FROM ` + b.table + ` WHERE 1 = 0`
+	probe := probeColumns(b.d, b.table)
 	if _, err := b.db.ExecContext(ctx, probe); err != nil {
 		// A table of an older version. A concurrent migration may add a
 		// column first: the probe decides.
-		for _, stmt := range addColumns(b.table) {
+		for _, stmt := range addColumns(b.d, b.table) {
 			_, _ = b.db.ExecContext(ctx, stmt)
 		}
 		if _, err := b.db.ExecContext(ctx, probe); err != nil {
-			return fmt.Errorf("sqllock: adding the columns kind, lim and queued to table %s: %w", b.table, err)
+			return fmt.Errorf("sqllock: adding the columns that table %s lacks (%s): %w", b.table, probe, err)
 		}
 	}
 	for _, stmt := range b.d.counter(b.table) {

@@ -204,14 +204,20 @@ func (b *Backend) prepareStatements() {
 	upsert = b.d.mutexAcquire(upsert)
 	b.acquire = p(strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(upsert))
 	b.refused = p(`SELECT expires_us - {now}, kind FROM {table} WHERE name = $1`)
+	b.markStmt = p(b.d.mark)
 	// The last hold leaves the row, with its token, marked free since now;
 	// last_owner remembers the release so that its repeat reports
 	// success. MySQL assigns left to right: owners, which the others read,
 	// is assigned last.
 	// A row that counts waiters in line is left to fairRelease.
 	// The notice of the key's release goes in the same statement, where
-	// the dialect notifies; a hold that leaves others sends none.
-	b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, `owners = ''`)
+	// the dialect notifies, and only while a waiter's mark on the row
+	// lasts (see marks.go); a hold that leaves others sends none.
+	ended := `owners = ''`
+	if b.d.watched != "" {
+		ended += ` AND ` + b.d.watched
+	}
+	b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
 	b.released = p(`SELECT 1 FROM {table} WHERE name = $1 AND last_owner = $2`)
 	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
 	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END
