@@ -21,7 +21,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, er
 	pattern := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix) + "%"
 	// Exclusive leases in the lease table, readers and permits in the
 	// holds table.
-	q := prepare(b.dialect, b.table, `SELECT name FROM {table} WHERE owners <> '' AND expires_us > {now} AND name LIKE $1 ESCAPE '!'
+	q := prepare(b.d, b.table, `SELECT name FROM {table} WHERE owners <> '' AND expires_us > {now} AND name LIKE $1 ESCAPE '!'
 UNION SELECT name FROM {holds} WHERE released_us = 0 AND expires_us > {now} AND name LIKE $1 ESCAPE '!' ORDER BY name`)
 	rows, err := b.db.QueryContext(ctx, q.query, q.args(pattern)...)
 	if err != nil {
@@ -64,20 +64,12 @@ func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
 		// The key's row in the lease table is free already: the notice
 		// goes with the holds.
 		h := `UPDATE {holds} SET expires_us = 0 WHERE name = $1 AND released_us = 0 AND kind <> ` + strconv.Itoa(claim)
-		if b.dialect == Postgres {
-			h = `WITH r AS (` + h + ` RETURNING 1)
-SELECT count(*), count(pg_notify('{channel}', $1)::TEXT) FROM r`
-		}
-		if _, err := b.exec(ctx, prepare(b.dialect, b.table, h), key); err != nil {
+		if _, err := b.exec(ctx, noticed(b.d, b.table, h, "true"), key); err != nil {
 			return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
 		}
 	}
 	q := `UPDATE {table} SET owners = '', holds = 0, expires_us = 0, reentry = '' WHERE name = $1 AND owners <> ''`
-	if b.dialect == Postgres {
-		q = `WITH r AS (` + q + ` RETURNING 1)
-SELECT count(*), count(pg_notify('{channel}', $1)::TEXT) FROM r`
-	}
-	if _, err := b.exec(ctx, prepare(b.dialect, b.table, q), key); err != nil {
+	if _, err := b.exec(ctx, noticed(b.d, b.table, q, "true"), key); err != nil {
 		return driver.Info{}, fmt.Errorf("sqllock: break: %w", err)
 	}
 	b.wakeLocal(key, wakeAll, "")

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -91,6 +89,7 @@ type connMode struct {
 	stop     chan struct{}
 	done     chan struct{}
 	serverOK bool // the server's version was checked
+	native   nativeLocks
 
 	acquire, grab, take, refresh, release, unset, free, state stmt
 }
@@ -126,10 +125,6 @@ func (m mark) name() string { return fmt.Sprintf("distlock-holding:%016x%016x", 
 // rememberRelease is how long a released owner's repeat reports success.
 const rememberRelease = time.Minute
 
-// minPostgres is the oldest PostgreSQL (server_version_num) with
-// idle_session_timeout, which connection-scoped locks need.
-const minPostgres = 140000
-
 // connEngine is the engine of connection-scoped locks: plain mutexes.
 type connEngine struct{ b *Backend }
 
@@ -161,140 +156,67 @@ func (e connEngine) refresh(ctx context.Context, l driver.Lease, ttl time.Durati
 	return e.b.refreshConn(ctx, cl, ttl)
 }
 
+// nativeLocks are a database's own connection-scoped locks: what differs
+// between PostgreSQL's advisory locks (conn_postgres.go) and MySQL's
+// named locks (conn_mysql.go). The rest of the mode is this file's.
+type nativeLocks interface {
+	// prepare prepares the statements of c that differ.
+	prepare(c *connMode)
+	// checkServer refuses a server that cannot end an idle holder.
+	checkServer(ctx context.Context) error
+	// try takes, on conn, the key's native lock and l's mark, and where it
+	// can the key's row in the same statement.
+	try(ctx context.Context, conn *sql.Conn, l *connLease, req driver.Request, meta string) (nativeAttempt, error)
+	// take issues the token once try got the native lock without the
+	// row, and sets the idle limit: 0 for a row of another family. It
+	// updates a.marked where it takes the mark.
+	take(ctx context.Context, conn *sql.Conn, l *connLease, req driver.Request, meta string, a *nativeAttempt) (int64, error)
+	// refresh renews l's row and idle limit on its connection.
+	refresh(ctx context.Context, l *connLease, ttl time.Duration) error
+	// release frees l's row and native locks on its connection, and says
+	// whether the connection still held the key's lock.
+	release(ctx context.Context, l *connLease) (unlocked bool, err error)
+	// holders reports which of leases hold their native lock, on the
+	// connection that holds their mark, in one query on a pooled
+	// connection.
+	holders(ctx context.Context, leases []*connLease) (map[*connLease]bool, error)
+	// held reports whether some connection holds key's native lock.
+	held(ctx context.Context, key string) (bool, error)
+	// endHolder ends, on the server, the connection that holds key's
+	// native lock, if any, and waits (up to ctx) until the lock is free.
+	endHolder(ctx context.Context, key string) error
+}
+
+// nativeAttempt is the answer of nativeLocks.try.
+type nativeAttempt struct {
+	got        bool          // the key's native lock
+	marked     bool          // the holding's mark
+	server     int64         // the connection's id on the server
+	left, kind sql.NullInt64 // the row's remaining lease and family, as they were
+	taken      sql.NullInt64 // the token, if the attempt took the row too
+}
+
+// connRow selects, for the key $1, the row's remaining lease and family.
+const connRow = `(SELECT expires_us - {now} FROM {table} WHERE name = $1), (SELECT kind FROM {table} WHERE name = $1)`
+
+// connFree frees the row of the key $1 held by the owner $2 ($3 between
+// commas).
+const connFree = `UPDATE {table} SET owners = '', holds = 0, expires_us = {now}, last_owner = $2 WHERE name = $1 AND owners = $3`
+
 func (b *Backend) prepareConnStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	p := func(q string) stmt { return prepare(b.d, b.table, q) }
 	c := b.conns
-	// $1 name, $2 native lock (key or name); refused: the row's remaining
-	// lease; and the row's family.
-	const row = `(SELECT expires_us - {now} FROM {table} WHERE name = $1), (SELECT kind FROM {table} WHERE name = $1)`
-	if b.dialect != Postgres { // PostgreSQL's is grab, below
-		// And the holding's mark ($3), once the key's lock is granted:
-		// 0 refused, 1 granted without the mark, 2 both.
-		c.acquire = p(`SELECT CASE WHEN GET_LOCK($2, 0) = 1 THEN 1 + COALESCE(GET_LOCK($3, 0), 0) ELSE 0 END, CONNECTION_ID(), ` + row)
-	}
-	// The native lock is held: the next token, whatever the row said,
-	// unless the row was last taken as another family (see kinds.go).
-	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 meta, $5 the
-	// idle limit (PostgreSQL, ms), $6 and $7 the mark (PostgreSQL).
-	if b.dialect == Postgres {
-		c.take = p(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $2, {newtoken}, 1, {now} + $3, {now}, $4, '')
-	ON CONFLICT (name) DO UPDATE SET token = GREATEST(nextval('{seq}'), t.token + 1), owners = $2, holds = 1,
-		expires_us = {now} + $3, since_us = {now}, meta = $4, reentry = ''
-	WHERE t.kind = 0
-	RETURNING t.token, set_config('idle_session_timeout', $5, false), pg_try_advisory_lock($6::INT4, $7::INT4)`)
-	} else {
-		// LAST_INSERT_ID: the token, 0 for a row of another family.
-		c.take = p(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $2, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, '')
-	ON DUPLICATE KEY UPDATE token = IF(kind <> 0, token + LAST_INSERT_ID(0), LAST_INSERT_ID(token + 1)),
-		owners = IF(kind <> 0, owners, $2), holds = IF(kind <> 0, holds, 1),
-		expires_us = IF(kind <> 0, expires_us, {now} + $3), since_us = IF(kind <> 0, since_us, {now}),
-		meta = IF(kind <> 0, meta, $4), reentry = IF(kind <> 0, reentry, '')`)
-	}
-	if b.dialect == Postgres {
-		// One round trip for the usual attempt: the native lock, and if
-		// it is granted the take above, in one statement. The lock is
-		// tried first (g is evaluated once, before the INSERT reads it);
-		// the subqueries read the row as it was before, for the refusal's
-		// wait and for a row of another family, which the INSERT leaves
-		// alone (no token: the attempt goes on as two statements). $8 the
-		// native key.
-		c.grab = p(`WITH g AS MATERIALIZED (SELECT pg_try_advisory_lock($8) AS got),
-up AS (INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	SELECT $1, $2, {newtoken}, 1, {now} + $3, {now}, $4, '' FROM g WHERE g.got
-	ON CONFLICT (name) DO UPDATE SET token = GREATEST(nextval('{seq}'), t.token + 1), owners = $2, holds = 1,
-		expires_us = {now} + $3, since_us = {now}, meta = $4, reentry = ''
-	WHERE t.kind = 0
-	RETURNING t.token, set_config('idle_session_timeout', $5, false) AS setting, pg_try_advisory_lock($6::INT4, $7::INT4) AS marked)
-SELECT g.got, pg_backend_pid(), up.token, COALESCE(up.marked, false), ` + row + `
-FROM g LEFT JOIN up ON true`)
-	}
-	// $1 name, $2 the owner between commas, $3 ttl (µs), $4 idle limit (ms).
-	if b.dialect == Postgres {
-		c.refresh = p(`WITH u AS (UPDATE {table} SET expires_us = {now} + $3 WHERE name = $1 AND owners = $2 RETURNING 1)
-SELECT set_config('idle_session_timeout', $4, false)`)
-	} else {
-		c.refresh = p(`UPDATE {table} SET expires_us = {now} + $3 WHERE name = $1 AND owners = $2`)
-	}
-	// $1 name, $2 owner, $3 the owner between commas; PostgreSQL: $4 the
-	// native key, $5 and $6 the mark.
-	const free = `UPDATE {table} SET owners = '', holds = 0, expires_us = {now}, last_owner = $2 WHERE name = $1 AND owners = $3`
-	c.free = p(free)
-	if b.dialect == Postgres {
-		// The notice goes out whether or not this backend listens:
-		// waiters in other processes may.
-		c.release = p(`WITH r AS (` + free + ` RETURNING 1)
-SELECT pg_advisory_unlock($4), pg_advisory_unlock($5::INT4, $6::INT4), set_config('idle_session_timeout', '0', false), pg_notify('{channel}', $1)::TEXT`)
-	} else {
-		c.release = p(free)
-		// $1 the native lock, $2 the mark.
-		c.unset = p(`SELECT RELEASE_LOCK($1), RELEASE_LOCK($2)`)
-	}
+	c.native = b.d.native(b)
+	c.native.prepare(c)
+	c.free = p(connFree)
 	c.state = p(`SELECT owners, last_owner FROM {table} WHERE name = $1`)
-}
-
-// nativeKey is what the dialect's native lock is called for key.
-func (b *Backend) nativeKey(key string) any {
-	if b.dialect == Postgres {
-		return AdvisoryLockKey(key)
-	}
-	return NativeLockName(key)
-}
-
-// idleMS is PostgreSQL's idle_session_timeout for a lease of ttl.
-func idleMS(ttl time.Duration) string {
-	return strconv.FormatInt(int64((ttl+time.Millisecond-1)/time.Millisecond), 10)
-}
-
-// idleSeconds is MySQL's wait_timeout for a lease of ttl.
-func idleSeconds(ttl time.Duration) int64 { return int64((ttl + time.Second - 1) / time.Second) }
-
-// discard closes conn for good: database/sql drops a connection whose
-// Raw callback reports driver.ErrBadConn. The server then ends the
-// session and frees its locks.
-func discard(conn *sql.Conn) {
-	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
-	_ = conn.Close()
-}
-
-// checkServer refuses, once, a PostgreSQL older than 14, which has no
-// idle_session_timeout.
-func (b *Backend) checkServer(ctx context.Context) error {
-	c := b.conns
-	c.mu.Lock()
-	ok := c.serverOK
-	c.mu.Unlock()
-	if ok || b.dialect != Postgres {
-		return nil
-	}
-	var version int
-	if err := b.db.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::INTEGER`).Scan(&version); err != nil {
-		return fmt.Errorf("sqllock: acquire: %w", err)
-	}
-	if err := postgresForConnScope(version); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.serverOK = true
-	c.mu.Unlock()
-	return nil
-}
-
-// postgresForConnScope refuses a server_version_num below minPostgres.
-func postgresForConnScope(version int) error {
-	if version < minPostgres {
-		return fmt.Errorf("sqllock: WithConnectionScope needs PostgreSQL 14 or newer (idle_session_timeout); the server is version %d.%d: %w",
-			version/10000, version%10000, errors.ErrUnsupported)
-	}
-	return nil
 }
 
 func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
 	if req.Reentry != "" {
 		return driver.Grant{}, fmt.Errorf("sqllock: re-entrant connection-scoped locks: %w", errors.ErrUnsupported)
 	}
-	if err := b.checkServer(ctx); err != nil {
+	if err := b.conns.native.checkServer(ctx); err != nil {
 		return driver.Grant{}, err
 	}
 	c := b.conns
@@ -315,36 +237,22 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
 	}
-	var (
-		got        bool
-		server     int64
-		left, kind sql.NullInt64
-		taken      sql.NullInt64 // PostgreSQL: the token, if the attempt took the row too
-		marked     bool
-	)
 	l = &connLease{id: id, conn: conn, mark: newMark(), lost: make(chan struct{})}
-	args := c.take.args(req.Key, listed(req.Owner), micros(req.TTL), meta, idleMS(req.TTL), l.mark.hi, l.mark.lo)
-	if b.dialect == Postgres {
-		err = conn.QueryRowContext(ctx, c.grab.query, append(args, b.nativeKey(req.Key))...).Scan(&got, &server, &taken, &marked, &left, &kind)
-	} else {
-		var granted int64
-		err = conn.QueryRowContext(ctx, c.acquire.query, c.acquire.args(req.Key, b.nativeKey(req.Key), l.mark.name())...).Scan(&granted, &server, &left, &kind)
-		got, marked = granted > 0, granted == 2
-	}
+	a, err := c.native.try(ctx, conn, l, req, meta)
 	if err != nil {
 		discard(conn) // frees the native lock if the reply was lost
 		return driver.Grant{}, fmt.Errorf("sqllock: acquire: %w", err)
 	}
-	if !got {
+	if !a.got {
 		conn.Close()
 		g := driver.Grant{}
-		if left.Valid {
-			g.RetryAfter = max(time.Duration(left.Int64)*time.Microsecond, time.Millisecond)
+		if a.left.Valid {
+			g.RetryAfter = max(time.Duration(a.left.Int64)*time.Microsecond, time.Millisecond)
 		}
 		return g, nil
 	}
-	l.server = server
-	if kind.Int64 != 0 && !taken.Valid {
+	l.server = a.server
+	if a.kind.Int64 != 0 && !a.taken.Valid {
 		// The row was last taken as another family: the holds table says
 		// whether that family still holds the key.
 		if err := b.settleKind(ctx, req); err != nil {
@@ -352,31 +260,15 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 			return driver.Grant{}, err
 		}
 	}
-	token := taken.Int64
-	switch {
-	case taken.Valid: // PostgreSQL took the row with the lock
-	case b.dialect == Postgres:
-		var setting string
-		err = conn.QueryRowContext(ctx, c.take.query, args...).Scan(&token, &setting, &marked)
-		if errors.Is(err, sql.ErrNoRows) { // a row of another family, taken meanwhile
-			discard(conn)
-			return driver.Grant{RetryAfter: time.Millisecond}, nil
-		}
-	default:
-		l.idle = idleSeconds(req.TTL)
-		_, err = conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(l.idle, 10))
-		if err == nil {
-			var res sql.Result
-			if res, err = conn.ExecContext(ctx, c.take.query, args...); err == nil {
-				token, err = res.LastInsertId()
-			}
-		}
+	token := a.taken.Int64
+	if !a.taken.Valid {
+		token, err = c.native.take(ctx, conn, l, req, meta, &a)
 		if err == nil && token == 0 { // a row of another family, taken meanwhile
 			discard(conn)
 			return driver.Grant{RetryAfter: time.Millisecond}, nil
 		}
 	}
-	if err == nil && !marked {
+	if err == nil && !a.marked {
 		err = errors.New("the holding's mark lock was not granted")
 	}
 	if err != nil {
@@ -454,21 +346,7 @@ func (b *Backend) refreshConn(ctx context.Context, l *connLease, ttl time.Durati
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	c := b.conns
-	args := c.refresh.args(l.id.key, listed(l.id.owner), micros(ttl), idleMS(ttl))
-	var err error
-	if b.dialect == Postgres {
-		var setting string
-		err = l.conn.QueryRowContext(ctx, c.refresh.query, args...).Scan(&setting)
-	} else {
-		if s := idleSeconds(ttl); s != l.idle {
-			if _, err = l.conn.ExecContext(ctx, "SET SESSION wait_timeout = "+strconv.FormatInt(s, 10)); err == nil {
-				l.idle = s
-			}
-		}
-		if err == nil {
-			_, err = l.conn.ExecContext(ctx, c.refresh.query, args...)
-		}
-	}
+	err := c.native.refresh(ctx, l, ttl)
 	if err != nil {
 		// The connection is gone or in an unknown state: closing it
 		// ends the holding for sure.
@@ -490,26 +368,7 @@ func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
 		}
 		return driver.ErrNotHeld
 	}
-	var (
-		unlocked bool
-		err      error
-	)
-	if b.dialect == Postgres {
-		var (
-			setting, notified string
-			unmarked          bool
-		)
-		args := c.release.args(lease.Key, lease.Owner, listed(lease.Owner), b.nativeKey(lease.Key), l.mark.hi, l.mark.lo)
-		err = l.conn.QueryRowContext(ctx, c.release.query, args...).Scan(&unlocked, &unmarked, &setting, &notified)
-	} else {
-		if _, err = l.conn.ExecContext(ctx, c.release.query, c.release.args(lease.Key, lease.Owner, listed(lease.Owner))...); err == nil {
-			var n, m sql.NullInt64
-			if err = l.conn.QueryRowContext(ctx, c.unset.query, c.unset.args(b.nativeKey(lease.Key), l.mark.name())...).Scan(&n, &m); err == nil {
-				unlocked = n.Int64 == 1
-				_, err = l.conn.ExecContext(ctx, "SET SESSION wait_timeout = DEFAULT")
-			}
-		}
-	}
+	unlocked, err := c.native.release(ctx, l)
 	if err == nil && unlocked {
 		if c.drop(l, true) {
 			l.conn.Close() // back to the pool, its session settings restored
@@ -582,53 +441,7 @@ func (b *Backend) releasedConn(l *connLease) (bool, error) {
 // nativeHolders reports which of leases hold their native lock, on the
 // connection that holds their mark, in one query on a pooled connection.
 func (b *Backend) nativeHolders(ctx context.Context, leases []*connLease) (map[*connLease]bool, error) {
-	held := make(map[*connLease]bool, len(leases))
-	if b.dialect == Postgres {
-		pids := make([]int64, len(leases))
-		for i, l := range leases {
-			pids[i] = l.server
-		}
-		rows, err := b.db.QueryContext(ctx, `SELECT pid, classid::BIGINT, objid::BIGINT, objsubid FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid IN (1, 2) AND granted AND pid = ANY($1::BIGINT[])`, pids)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		type lock struct{ pid, hi, lo, sub int64 }
-		have := make(map[lock]bool)
-		for rows.Next() {
-			var k lock
-			if err := rows.Scan(&k.pid, &k.hi, &k.lo, &k.sub); err != nil {
-				return nil, err
-			}
-			have[k] = true
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		for _, l := range leases {
-			k := uint64(AdvisoryLockKey(l.id.key))
-			held[l] = have[lock{l.server, int64(k >> 32), int64(k & 0xffffffff), 1}] && have[lock{l.server, l.mark.hi, l.mark.lo, 2}]
-		}
-		return held, nil
-	}
-	cols := make([]string, 0, 2*len(leases))
-	args := make([]any, 0, 2*len(leases))
-	ids := make([]sql.NullInt64, 2*len(leases))
-	dest := make([]any, 2*len(leases))
-	for i, l := range leases {
-		cols = append(cols, "IS_USED_LOCK(?)", "IS_USED_LOCK(?)")
-		args = append(args, NativeLockName(l.id.key), l.mark.name())
-		dest[2*i], dest[2*i+1] = &ids[2*i], &ids[2*i+1]
-	}
-	if err := b.db.QueryRowContext(ctx, "SELECT "+strings.Join(cols, ", "), args...).Scan(dest...); err != nil {
-		return nil, err
-	}
-	for i, l := range leases {
-		key, mark := ids[2*i], ids[2*i+1]
-		held[l] = key.Valid && mark.Valid && key.Int64 == mark.Int64
-	}
-	return held, nil
+	return b.conns.native.holders(ctx, leases)
 }
 
 // checkLoss ends the holdings whose connections lost their locks, every
@@ -669,48 +482,13 @@ func (b *Backend) checkLoss(stop, done chan struct{}) {
 
 // nativeHeld reports whether some connection holds key's native lock.
 func (b *Backend) nativeHeld(ctx context.Context, key string) (bool, error) {
-	var held bool
-	if b.dialect == Postgres {
-		k := uint64(AdvisoryLockKey(key))
-		err := b.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-AND objsubid = 1 AND granted AND classid::BIGINT = $1 AND objid::BIGINT = $2)`, int64(k>>32), int64(k&0xffffffff)).Scan(&held)
-		return held, err
-	}
-	err := b.db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?) IS NOT NULL`, NativeLockName(key)).Scan(&held)
-	return held, err
+	return b.conns.native.held(ctx, key)
 }
 
 // endHolder ends, on the server, the connection that holds key's native
 // lock, if any, and waits (up to ctx) until the lock is free.
 func (b *Backend) endHolder(ctx context.Context, key string) error {
-	if b.dialect == Postgres {
-		k := uint64(AdvisoryLockKey(key))
-		_, err := b.db.ExecContext(ctx, `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND classid::BIGINT = $1 AND objid::BIGINT = $2`,
-			int64(k>>32), int64(k&0xffffffff))
-		return err
-	}
-	name := NativeLockName(key)
-	var failed int64 // a connection that KILL failed to end
-	for {
-		var id sql.NullInt64
-		if err := b.db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?)`, name).Scan(&id); err != nil || !id.Valid {
-			return err
-		}
-		// KILL fails on a connection that ended meanwhile: only a second
-		// failure on the same one is an error.
-		if _, err := b.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id.Int64, 10)); err != nil {
-			if failed == id.Int64 {
-				return err
-			}
-			failed = id.Int64
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	return b.conns.native.endHolder(ctx, key)
 }
 
 // close ends the connection-scoped holdings and their loss check. Only
@@ -732,4 +510,12 @@ func (c *connMode) close() {
 	for _, l := range leases {
 		c.drop(l, false)
 	}
+}
+
+// discard closes conn for good: database/sql drops a connection whose
+// Raw callback reports driver.ErrBadConn. The server then ends the
+// session and frees its locks.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	_ = conn.Close()
 }

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -49,6 +48,9 @@ const (
 //	            read-write lock, 3 semaphore (driver.Kind's Family)
 //	lim         with kind 3: the semaphore's size
 //	queued      the number of fair waiters in line (see below)
+//	waiting_us  PostgreSQL only: until when a waiter listens for the
+//	            key's release, same clock; a release notifies the key's
+//	            waiters (pg_notify) only while it lasts
 //
 // A second table, the same name followed by "_holds", keeps one row per
 // holder of the read-write locks and semaphores (see holdsSchema in the
@@ -61,8 +63,8 @@ const (
 // a new row's counter starts (see the package doc). The DDL is statements
 // separated by ";\n".
 //
-// A table made by an older version lacks the columns kind, lim or queued,
-// the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
+// A table made by an older version lacks the columns kind, lim, queued or
+// waiting_us, the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
 // run [Migration] first, with every client of the table stopped.
 //
 // It returns an error for an unknown dialect or a table name that is not
@@ -71,113 +73,57 @@ func Schema(d Dialect, table string) (string, error) {
 	if err := checkTable(table); err != nil {
 		return "", err
 	}
-	lease := leaseSchema(d, table)
-	if lease == "" {
-		return "", fmt.Errorf("sqllock: unknown dialect %q", d)
+	x, err := lookup(d)
+	if err != nil {
+		return "", err
 	}
-	return strings.Join(append([]string{lease, holdsSchema(d, table), queueSchema(d, table)}, counterSchema(d, table)...), ";\n"), nil
+	return strings.Join(x.schema(table), ";\n"), nil
 }
 
 // Migration returns the statements, separated by ";\n", that bring a
-// lease table made by an older version (without the columns kind, lim or
-// queued, the queue table or the token counter) to the current [Schema].
-// Each adds one thing: run them once, skipping the ALTER TABLE of a
-// column the table has already (a table of the version before fair locks
-// lacks queued only), with every client of the table stopped: older
-// clients neither delete rows nor know the counter or the line, so the
-// two must not share a table.
+// lease table made by an older version (without the columns kind, lim,
+// queued or waiting_us, the queue table or the token counter) to the
+// current [Schema]. Each adds one thing: run them once, skipping the ALTER
+// TABLE of a column the table has already (a table of the version before
+// fair locks lacks queued only; one of the version before waiting_us,
+// that only), with every client of the table stopped: older clients
+// neither delete rows nor know the counter, the line or the waiters'
+// marks, so the two must not share a table.
 func Migration(d Dialect, table string) (string, error) {
 	if _, err := Schema(d, table); err != nil {
 		return "", err
 	}
-	return strings.Join(append(append(addColumns(table), queueSchema(d, table)), counterSchema(d, table)...), ";\n"), nil
+	x := dialects[d]
+	return strings.Join(append(append(addColumns(x, table), queueSchema(x, table)), x.counter(table)...), ";\n"), nil
 }
 
 // addColumns adds the columns that versions before kinds were enforced
-// (kind, lim) and before fair locks (queued) lacked.
-func addColumns(table string) []string {
-	return []string{
-		`ALTER TABLE ` + table + ` ADD COLUMN kind INTEGER NOT NULL DEFAULT 0`,
-		`ALTER TABLE ` + table + ` ADD COLUMN lim INTEGER NOT NULL DEFAULT 0`,
-		`ALTER TABLE ` + table + ` ADD COLUMN queued INTEGER NOT NULL DEFAULT 0`,
+// (kind, lim), before fair locks (queued) and before waiters' marks (the
+// dialect's own) lacked.
+func addColumns(d *dialect, table string) []string {
+	cols := append([]string{
+		`kind INTEGER NOT NULL DEFAULT 0`,
+		`lim INTEGER NOT NULL DEFAULT 0`,
+		`queued INTEGER NOT NULL DEFAULT 0`,
+	}, d.columns...)
+	for i, c := range cols {
+		cols[i] = `ALTER TABLE ` + table + ` ADD COLUMN ` + c
 	}
+	return cols
 }
 
-// counterSchema creates the table's token counter (see [Schema]) and
-// raises it above every token the table holds, which matters only for a
-// table whose rows counted per key alone.
-func counterSchema(d Dialect, table string) []string {
-	switch d {
-	case Postgres:
-		seq := sequence(table)
-		return []string{
-			`CREATE SEQUENCE IF NOT EXISTS ` + seq,
-			// The last value drawn: last_value once is_called.
-			`SELECT setval('` + seq + `', m) FROM (SELECT max(token) AS m FROM ` + table + `) x
-	WHERE m > (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ` + seq + `)`,
-		}
-	case MySQL:
-		return []string{`INSERT IGNORE INTO ` + table + ` (name, owners, meta) VALUES ('', '', '')`}
-	default:
-		return []string{`INSERT OR IGNORE INTO ` + table + ` (name) VALUES ('')`}
+// probeColumns selects the columns addColumns adds, from no row: it
+// fails on a table that lacks one.
+func probeColumns(d *dialect, table string) string {
+	names := []string{"kind", "lim", "queued"}
+	for _, c := range d.columns {
+		names = append(names, strings.Fields(c)[0])
 	}
+	return `SELECT ` + strings.Join(names, ", ") + ` FROM ` + table + ` WHERE 1 = 0`
 }
 
 // sequence names the PostgreSQL sequence of a lease table's tokens.
 func sequence(table string) string { return table + "_seq" }
-
-func leaseSchema(d Dialect, table string) string {
-	switch d {
-	case Postgres:
-		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-	name       TEXT PRIMARY KEY,
-	owners     TEXT NOT NULL DEFAULT '',
-	token      BIGINT NOT NULL DEFAULT 0,
-	holds      INTEGER NOT NULL DEFAULT 0,
-	expires_us BIGINT NOT NULL DEFAULT 0,
-	since_us   BIGINT NOT NULL DEFAULT 0,
-	meta       TEXT NOT NULL DEFAULT '',
-	last_owner TEXT NOT NULL DEFAULT '',
-	reentry    TEXT NOT NULL DEFAULT '',
-	kind       INTEGER NOT NULL DEFAULT 0,
-	lim        INTEGER NOT NULL DEFAULT 0,
-	queued     INTEGER NOT NULL DEFAULT 0
-)`
-	case MySQL:
-		// VARBINARY: keys and owners compare byte for byte, whatever the
-		// server's default collation.
-		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-	name       VARBINARY(` + strconv.Itoa(maxKeyBytes) + `) NOT NULL PRIMARY KEY,
-	owners     BLOB NOT NULL,
-	token      BIGINT NOT NULL DEFAULT 0,
-	holds      INT NOT NULL DEFAULT 0,
-	expires_us BIGINT NOT NULL DEFAULT 0,
-	since_us   BIGINT NOT NULL DEFAULT 0,
-	meta       TEXT NOT NULL,
-	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
-	reentry    VARBINARY(64) NOT NULL DEFAULT '',
-	kind       INTEGER NOT NULL DEFAULT 0,
-	lim        INTEGER NOT NULL DEFAULT 0,
-	queued     INTEGER NOT NULL DEFAULT 0
-) ENGINE=InnoDB`
-	case SQLite:
-		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-	name       TEXT PRIMARY KEY,
-	owners     TEXT NOT NULL DEFAULT '',
-	token      INTEGER NOT NULL DEFAULT 0,
-	holds      INTEGER NOT NULL DEFAULT 0,
-	expires_us INTEGER NOT NULL DEFAULT 0,
-	since_us   INTEGER NOT NULL DEFAULT 0,
-	meta       TEXT NOT NULL DEFAULT '',
-	last_owner TEXT NOT NULL DEFAULT '',
-	reentry    TEXT NOT NULL DEFAULT '',
-	kind       INTEGER NOT NULL DEFAULT 0,
-	lim        INTEGER NOT NULL DEFAULT 0,
-	queued     INTEGER NOT NULL DEFAULT 0
-)`
-	}
-	return ""
-}
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,56}(\.[A-Za-z_][A-Za-z0-9_]{0,56})?$`)
 
@@ -209,74 +155,189 @@ func DetectDialect(db *sql.DB) (Dialect, error) {
 	return "", fmt.Errorf("sqllock: cannot tell the SQL dialect of driver %s; use WithDialect", name)
 }
 
-// nowUS is the database clock in microseconds since the Unix epoch. Every
-// expiry is set and judged with it: no client clock enters the table.
-func nowUS(d Dialect) string {
-	switch d {
-	case Postgres:
-		// now() is the statement's start in autocommit: a statement that
-		// waited on a row lock sets an earlier expiry, never a later one.
-		return `(EXTRACT(EPOCH FROM now())*1000000)::BIGINT`
-	case MySQL:
-		return `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))`
-	default:
-		return `CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)`
-	}
+// dialect is what a Dialect changes, chosen once by New: the functions
+// and clauses its statements are written with, its schema, and the few
+// behaviours in which the dialects differ. Each is described in its own
+// file (dialect_postgres.go, dialect_mysql.go, dialect_sqlite.go); the
+// engines read these fields and never ask which dialect they speak.
+type dialect struct {
+	name Dialect
+
+	// Markers of the statements' text (see stmt).
+	now      string // {now}: the database clock in µs since the Unix epoch
+	newToken string // {newtoken}: the first token of a key that has no row
+	next     string // {next}: the next token of the row being updated (token)
+	// {returning}: the clause that returns the token an UPDATE set; ""
+	// where it comes back as LAST_INSERT_ID(expr) instead (see byInsertID).
+	returning string
+	keep      string // {keep}: an assignment that returns the token kept, or ""
+
+	// rename rewrites what the statements are written with into the
+	// dialect's spelling: INSTR and GREATEST (PostgreSQL's strpos,
+	// SQLite's max), ON CONFLICT (cols) DO UPDATE SET c = excluded.c
+	// (MySQL's ON DUPLICATE KEY UPDATE c = VALUES(c)).
+	rename func(query string) string
+	// placeholders: how $n is written (see stmt): numbered as $n
+	// (PostgreSQL), as ?n (SQLite), or positional ? with the arguments in
+	// order (MySQL).
+	placeholders placeholderStyle
+
+	lease   func(table string) string   // the lease table's DDL
+	counter func(table string) []string // the token counter (see Schema)
+	types   columnTypes                 // of the holds and queue tables
+
+	// lockRow returns a statement that creates the key's ($1) row if need
+	// be, locks it to the end of the transaction and selects cols, and
+	// read, a second statement that selects them when lock cannot ("").
+	lockRow func(cols string) (lock, read string)
+	// concat joins SQL string expressions.
+	concat func(parts ...string) string
+	// mutexAcquire turns the mutex's upsert (see prepareStatements) into
+	// the dialect's acquire statement; how its reply is read is
+	// acquireReply.
+	mutexAcquire func(upsert string) string
+	acquireReply acquireReply
+	// notice wraps update, an UPDATE or DELETE of holdings of the key $1,
+	// into a statement that notifies the key's waiters when it commits if
+	// a row it changed has ended (the expression ended, on the row as
+	// changed, says), and selects (count, notified); nil on dialects
+	// without notifications.
+	notice func(update, ended string) string
+	// turn notifies the waiter $2 (between commas, or '' for any) that
+	// the key $1 was handed to it; "" on dialects without notifications.
+	turn string
+	// byInsertID: the statements return a token as LAST_INSERT_ID(expr),
+	// read from the result, not with a RETURNING clause.
+	byInsertID bool
+	// countsChanged: RowsAffected counts the rows an UPDATE changed, not
+	// those it matched.
+	countsChanged bool
+	// prepares: hot statements are prepared on the pool (see prepared.go);
+	// false where the driver keeps its own per-connection cache.
+	prepares bool
+	// tx: the options of a transaction on a key's row (see beginTx).
+	tx *sql.TxOptions
+	// sweep: the statements that delete the lease rows free for long
+	// enough (see reclaim.go), given the condition free.
+	sweep func(free string) sweepTexts
+	// columns are the lease table's columns of this dialect alone, as
+	// ADD COLUMN takes them.
+	columns []string
+	// mark marks the key $1 as watched for $2 µs from now, unless it is
+	// marked for $3 µs more already (see marks.go); "" where releases
+	// notify nobody.
+	mark string
+	// watched is the condition on a lease row that a waiter's mark lasts
+	// (see mark): a release notifies, and the sweep keeps the row, only
+	// while it holds; "" where there are no marks.
+	watched string
+	// identity selects what names the database (see Backend.identity).
+	identity string
+	// listens: waiters can be notified (Listener); pgx's is found by New.
+	listens bool
+	// native: the connection-scoped locks (conn.go); nil where the
+	// database has none.
+	native func(b *Backend) nativeLocks
 }
 
-// newToken is the first token of a key that has no row: the next value of
-// the table's sequence on PostgreSQL; one above the floor row's elsewhere.
-// MySQL reads the floor row under a shared lock, which the sweeper's
-// exclusive one waits for: a floor read before the sweeper raised it
-// cannot meet the deletion of a row it should have been above.
-func newToken(d Dialect) string {
-	switch d {
-	case Postgres:
-		return `nextval('{seq}')`
-	case MySQL:
-		return `(SELECT COALESCE(MAX(f.token), 0) + 1 FROM (SELECT token FROM {table} WHERE name = '' LOCK IN SHARE MODE) f)`
-	default:
-		return `(SELECT COALESCE(MAX(token), 0) + 1 FROM {table} WHERE name = '')`
+// columnTypes are the column types of the holds and queue tables.
+type columnTypes struct {
+	key, owner, kind, text, tail string
+}
+
+// placeholderStyle is how a dialect writes the statements' $n.
+type placeholderStyle int
+
+const (
+	numbered   placeholderStyle = iota // $n, as written
+	questioned                         // ?n
+	positional                         // ?, arguments repeated in order
+)
+
+// acquireReply is how a mutex's acquire statement answers.
+type acquireReply int
+
+const (
+	// replyRow: one row (granted, token, left, kind); refused or granted.
+	replyRow acquireReply = iota
+	// replyInsertID: the token as LAST_INSERT_ID, 0 when refused; a
+	// refusal reads the row with a second statement.
+	replyInsertID
+	// replyReturning: the token with RETURNING, no row when refused; a
+	// refusal reads the row with a second statement.
+	replyReturning
+)
+
+// dialects are the dialects sqllock speaks.
+var dialects = map[Dialect]*dialect{Postgres: postgresDialect, MySQL: mysqlDialect, SQLite: sqliteDialect}
+
+// lookup returns d's description.
+func lookup(d Dialect) (*dialect, error) {
+	if x, ok := dialects[d]; ok {
+		return x, nil
 	}
+	return nil, fmt.Errorf("sqllock: unknown dialect %q", d)
+}
+
+// schema is the DDL of table's lease, holds and queue tables and counter.
+func (d *dialect) schema(table string) []string {
+	return append([]string{d.lease(table), holdsSchema(d, table), queueSchema(d, table)}, d.counter(table)...)
 }
 
 // stmt is a query prepared for a dialect: written with PostgreSQL's
 // numbered placeholders $1..$9 and the markers {now} (the database clock),
-// {newtoken} (see newToken), {table} (the lease table), {holds} (the holds
-// table), {queue} (the queue table), {seq} (the token sequence) and {channel} (the notification
-// channel), rewritten for MySQL to positional ? with the
-// arguments repeated in order. The markers cannot occur in a valid table
-// name, and the names go in last, so no rewrite touches them.
+// {newtoken}, {next}, {returning} and {keep} (see dialect), {table} (the
+// lease table), {holds} (the holds table), {queue} (the queue table),
+// {seq} (the token sequence) and {channel} (the notification channel),
+// rewritten for MySQL to positional ? with the arguments repeated in
+// order. The markers cannot occur in a valid table name, and the names go
+// in last, so no rewrite touches them.
 type stmt struct {
-	query string
-	order []int // MySQL: the argument index of each ?
+	query  string
+	order  []int // MySQL: the argument index of each ?
+	counts bool  // it selects (count, notified) instead of reporting the rows it changed
 }
 
 var placeholder = regexp.MustCompile(`\$[1-9]`)
 
 // prepare rewrites query, the text of one statement, for d and table. A
 // prepared query is never prepared again: compose the texts first.
-func prepare(d Dialect, table, query string) stmt {
-	query = strings.ReplaceAll(query, "{newtoken}", newToken(d))
-	query = strings.ReplaceAll(query, "{now}", nowUS(d))
-	switch d { // the same functions under other names
-	case Postgres:
-		query = strings.ReplaceAll(query, "INSTR(", "strpos(")
-	case SQLite:
-		query = strings.ReplaceAll(query, "GREATEST(", "max(")
-	}
+func prepare(d *dialect, table, query string) stmt {
+	query = strings.NewReplacer("{newtoken}", d.newToken, "{next}", d.next, "{returning}", d.returning, "{keep}", d.keep).Replace(query)
+	query = strings.ReplaceAll(query, "{now}", d.now)
+	query = d.rename(query)
 	var s stmt
-	switch d {
-	case MySQL:
+	switch d.placeholders {
+	case positional:
 		query = placeholder.ReplaceAllStringFunc(query, func(p string) string {
 			s.order = append(s.order, int(p[1]-'1'))
 			return "?"
 		})
-	case SQLite:
+	case questioned:
 		query = placeholder.ReplaceAllStringFunc(query, func(p string) string { return "?" + p[1:] })
 	}
 	s.query = strings.NewReplacer("{table}", table, "{holds}", holdsTable(table), "{queue}", queueTable(table), "{seq}", sequence(table), "{channel}", channel(table)).Replace(query)
 	return s
+}
+
+// noticed prepares update (see dialect.notice) to notify the key's
+// waiters where d can; as it is otherwise.
+func noticed(d *dialect, table, update, ended string) stmt {
+	if d.notice == nil {
+		return prepare(d, table, update)
+	}
+	s := prepare(d, table, d.notice(update, ended))
+	s.counts = true
+	return s
+}
+
+// sweepTexts are a dialect's statements that delete the lease rows due
+// (see reclaim.go): leases deletes them; on a dialect whose tokens count
+// from a floor row, floor creates that row, lockFloor locks it and reads
+// its token, top reads the highest token of the rows due, and raise
+// lifts the floor above them (to $1, or to what it selects itself).
+type sweepTexts struct {
+	floor, lockFloor, top, raise, leases string
 }
 
 // args orders args for s.

@@ -71,9 +71,12 @@
 // same process, on any backend of the same table of the same database
 // (the same SQLite file, the same server and database). On PostgreSQL
 // every release of a key's last hold also sends pg_notify in its
-// statement, and a backend whose *sql.DB uses pgx (v5, stdlib) listens by
-// itself: on one connection of its pool, opened by its first Watch (a
-// pool limited to one connection is left to the other ways). Another
+// statement while a waiter's mark on the key's row lasts (a watch marks
+// it when it begins, and its listener renews the mark while it waits:
+// a release that nobody waits for notifies nobody), and a backend whose
+// *sql.DB uses pgx (v5, stdlib) listens by itself: on one connection of
+// its pool, opened by its first Watch (a pool limited to one connection
+// is left to the other ways). Another
 // driver needs [WithListener]; WithListener(nil) turns listening off. A
 // lost listening connection is replaced and every watcher woken, since
 // notices may have been missed. A waiter that no notice reaches (MySQL

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,11 +36,8 @@ func queueTable(table string) string { return table + "_queue" }
 //	owner       the waiter's owner token
 //	seq         its place: the key's earlier waiters have smaller ones
 //	expires_us  the end of its place by the database clock
-func queueSchema(d Dialect, table string) string {
-	key, owner, tail := "TEXT", "TEXT", ""
-	if d == MySQL {
-		key, owner, tail = "VARBINARY("+strconv.Itoa(maxKeyBytes)+")", "VARBINARY("+strconv.Itoa(maxOwnerBytes)+")", " ENGINE=InnoDB"
-	}
+func queueSchema(d *dialect, table string) string {
+	key, owner, tail := d.types.key, d.types.owner, d.types.tail
 	return `CREATE TABLE IF NOT EXISTS ` + queueTable(table) + ` (
 	name       ` + key + ` NOT NULL,
 	owner      ` + owner + ` NOT NULL,
@@ -58,33 +54,19 @@ type fairStmts struct {
 }
 
 func (b *Backend) prepareFairStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	p := func(q string) stmt { return prepare(b.d, b.table, q) }
 	f := &b.fair
 	const state = `owners, expires_us - {now}, kind, token, reentry`
-	switch b.dialect {
-	case Postgres:
-		f.lock = p(`INSERT INTO {table} AS t (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET token = t.token RETURNING ` + state)
-		f.grant = p(`UPDATE {table} SET token = GREATEST(nextval('{seq}'), token + 1), ` + grantCols + ` WHERE name = $1 RETURNING token`)
-		// $2: the waiter handed the lease, between commas, or ''.
-		f.handed = p(`SELECT pg_notify('{channel}', $2 || $1)`)
-	case MySQL:
-		f.lock = b.holds.lock
-		f.state = p(`SELECT ` + state + ` FROM {table} WHERE name = $1`)
-		f.grant = p(`UPDATE {table} SET token = LAST_INSERT_ID(token + 1), ` + grantCols + ` WHERE name = $1`)
-	default:
-		f.lock = p(`INSERT INTO {table} (name, token) VALUES ($1, {newtoken} - 1) ON CONFLICT (name) DO UPDATE SET token = token RETURNING ` + state)
-		f.grant = p(`UPDATE {table} SET token = token + 1, ` + grantCols + ` WHERE name = $1 RETURNING token`)
-	}
+	lock, read := b.d.lockRow(state)
+	f.lock, f.state = p(lock), p(read)
+	f.grant = p(`UPDATE {table} SET token = {next}, ` + grantCols + ` WHERE name = $1{returning}`)
+	// $2: the waiter handed the lease, between commas, or ''.
+	f.handed = p(b.d.turn)
 	f.clean = p(`DELETE FROM {queue} WHERE name = $1 AND expires_us <= {now}`)
 	f.head = p(`SELECT owner, expires_us - {now} FROM {queue} WHERE name = $1 ORDER BY seq, owner LIMIT 1`)
 	enqueue := `INSERT INTO {queue} (name, owner, seq, expires_us) SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, {now} + $3 FROM {queue} WHERE name = $1`
-	if b.dialect == MySQL {
-		// $2 owner, $3 its place's length (µs).
-		f.enqueue = p(enqueue + ` ON DUPLICATE KEY UPDATE expires_us = VALUES(expires_us)`)
-	} else {
-		// $2 owner, $3 its place's length (µs).
-		f.enqueue = p(enqueue + ` ON CONFLICT (name, owner) DO UPDATE SET expires_us = excluded.expires_us`)
-	}
+	// $2 owner, $3 its place's length (µs).
+	f.enqueue = p(enqueue + ` ON CONFLICT (name, owner) DO UPDATE SET expires_us = excluded.expires_us`)
 	f.dequeue = p(`DELETE FROM {queue} WHERE name = $1 AND owner = $2`)
 	f.count = p(`UPDATE {table} SET queued = (SELECT COUNT(*) FROM {queue} WHERE name = $1) WHERE name = $1`)
 	// A repeat, or the first attempt after a hand-over: $2 ttl (µs), $3
@@ -98,17 +80,9 @@ func (b *Backend) prepareFairStatements() {
 	mine := `expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END,
 	meta = CASE WHEN holds > 1 THEN meta ELSE $4 END, reentry = CASE WHEN holds > 1 THEN reentry ELSE $5 END
 	WHERE name = $1 AND kind = 0 AND INSTR(owners, $2) > 0 AND expires_us > {now}`
-	if b.dialect == MySQL {
-		f.mine = p(`UPDATE {table} SET token = LAST_INSERT_ID(token), ` + mine)
-	} else {
-		f.mine = p(`UPDATE {table} SET ` + mine + ` RETURNING token`)
-	}
+	f.mine = p(`UPDATE {table} SET {keep}` + mine + `{returning}`)
 	// One more hold of the identity that holds the lease: $2 owner, $3 ttl.
-	joined := `owners || $2 || ','`
-	if b.dialect == MySQL {
-		joined = `CONCAT(owners, $2, ',')`
-	}
-	f.join = p(`UPDATE {table} SET owners = ` + joined + `, holds = holds + 1, expires_us = GREATEST(expires_us, {now} + $3) WHERE name = $1`)
+	f.join = p(`UPDATE {table} SET owners = ` + b.d.concat("owners", "$2", "','") + `, holds = holds + 1, expires_us = GREATEST(expires_us, {now} + $3) WHERE name = $1`)
 	f.release = p(releaseStmt)
 	// A watch's poll: is the key free, or this owner's, and who is first
 	// in line.
@@ -138,14 +112,7 @@ func (r row) free() bool { return r.owners == "" || r.left <= 0 }
 // lock locks the key's row, creating it if need be, and reads it.
 func (f txn) lock(key string) (r row, err error) {
 	s := &f.b.fair
-	if f.b.dialect == MySQL {
-		if _, err := f.exec(s.lock, key); err != nil {
-			return row{}, err
-		}
-		err = f.tx.QueryRowContext(f.ctx, s.state.query, s.state.args(key)...).Scan(r.scan()...)
-	} else {
-		err = f.tx.QueryRowContext(f.ctx, s.lock.query, s.lock.args(key)...).Scan(r.scan()...)
-	}
+	err = f.lockRow(s.lock, s.state, key, r.scan()...)
 	return r, err
 }
 
@@ -172,17 +139,8 @@ func (f txn) head(key string) (string, int64, error) {
 // out of the line, and returns the lease's token.
 func (f txn) grant(key, owner string, ttl int64, meta, reentry string) (int64, error) {
 	s := &f.b.fair
-	args := s.grant.args(key, listed(owner), ttl, meta, reentry)
-	var token int64
-	if f.b.dialect == MySQL {
-		res, err := f.tx.ExecContext(f.ctx, s.grant.query, args...)
-		if err != nil {
-			return 0, err
-		}
-		if token, err = res.LastInsertId(); err != nil {
-			return 0, err
-		}
-	} else if err := f.tx.QueryRowContext(f.ctx, s.grant.query, args...).Scan(&token); err != nil {
+	token, err := f.token(s.grant, key, listed(owner), ttl, meta, reentry)
+	if err != nil {
 		return 0, err
 	}
 	return token, f.leave(key, owner)
@@ -228,7 +186,7 @@ func (b *Backend) fairMine(ctx context.Context, req driver.Request, meta, reentr
 	s := &b.fair.mine
 	args := s.args(req.Key, listed(req.Owner), micros(req.TTL), meta, reentry)
 	return retryConflict(ctx, func() (int64, error) {
-		if b.dialect == MySQL {
+		if b.d.byInsertID {
 			res, err := b.db.ExecContext(ctx, s.query, args...)
 			if err != nil {
 				return 0, err
@@ -343,7 +301,7 @@ func (f txn) release(l driver.Lease) (released, error) {
 	} else if _, err = f.grant(l.Key, head, place, "", ""); err == nil {
 		out.handed = head
 	}
-	if err == nil && b.dialect == Postgres {
+	if err == nil && b.fair.handed.query != "" {
 		// A turn's notice names the waiter, so that only it wakes.
 		_, err = f.exec(b.fair.handed, l.Key, turn(out.handed))
 	}

@@ -39,14 +39,8 @@ func holdsTable(table string) string { return table + "_holds" }
 //	expires_us  the hold's end by the database clock; 0 once released
 //	released_us when the hold was released, or 0
 //	meta        the holder's metadata, a JSON object
-func holdsSchema(d Dialect, table string) string {
-	key, owner, kind, text, tail := "TEXT", "TEXT", "INTEGER", "TEXT NOT NULL DEFAULT ''", ""
-	switch d {
-	case Postgres:
-		kind = "SMALLINT"
-	case MySQL:
-		key, owner, kind, text, tail = "VARBINARY("+strconv.Itoa(maxKeyBytes)+")", "VARBINARY("+strconv.Itoa(maxOwnerBytes)+")", "SMALLINT", "TEXT NOT NULL", " ENGINE=InnoDB"
-	}
+func holdsSchema(d *dialect, table string) string {
+	key, owner, kind, text, tail := d.types.key, d.types.owner, d.types.kind, d.types.text, d.types.tail
 	return `CREATE TABLE IF NOT EXISTS ` + holdsTable(table) + ` (
 	name        ` + key + ` NOT NULL,
 	owner       ` + owner + ` NOT NULL,
@@ -66,7 +60,7 @@ type holdStmts struct {
 }
 
 func (b *Backend) prepareHoldStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	p := func(q string) stmt { return prepare(b.d, b.table, q) }
 	s := &b.holds
 	live := `released_us = 0 AND expires_us > {now} AND kind <> ` + strconv.Itoa(claim)
 	// The key's row, created if need be, locked until the commit; it
@@ -75,38 +69,19 @@ func (b *Backend) prepareHoldStatements() {
 	// with $3 the semaphore's size) and marks the row as changed now,
 	// which keeps it from a sweeper that has not seen the new hold's row.
 	const state = `kind, lim, owners <> '' AND expires_us > {now}`
-	switch b.dialect {
-	case MySQL:
-		s.lock = p(`INSERT INTO {table} (name, owners, meta, token) VALUES ($1, '', '', {newtoken} - 1) ON DUPLICATE KEY UPDATE token = token`)
-		s.state = p(`SELECT ` + state + ` FROM {table} WHERE name = $1`)
-		s.count = p(`UPDATE {table} SET token = LAST_INSERT_ID(token + 1), kind = $2, lim = $3, expires_us = {now} WHERE name = $1`)
-	case Postgres:
-		s.lock = p(`INSERT INTO {table} AS t (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET token = t.token RETURNING ` + state)
-		s.count = p(`UPDATE {table} SET token = GREATEST(nextval('{seq}'), token + 1), kind = $2, lim = $3, expires_us = {now} WHERE name = $1 RETURNING token`)
-	default:
-		s.lock = p(`INSERT INTO {table} (name, token) VALUES ($1, {newtoken} - 1) ON CONFLICT (name) DO UPDATE SET token = token RETURNING ` + state)
-		s.count = p(`UPDATE {table} SET token = token + 1, kind = $2, lim = $3, expires_us = {now} WHERE name = $1 RETURNING token`)
-	}
+	lock, read := b.d.lockRow(state)
+	s.lock, s.state = p(lock), p(read)
+	s.count = p(`UPDATE {table} SET token = {next}, kind = $2, lim = $3, expires_us = {now} WHERE name = $1{returning}`)
 	s.clear = p(`DELETE FROM {holds} WHERE name = $1 AND ((released_us = 0 AND expires_us <= {now}) OR (released_us > 0 AND released_us < {now} - ` + strconv.FormatInt(reclaimAfter.Microseconds(), 10) + `))`)
 	s.list = p(`SELECT owner, kind, token, expires_us - {now}, released_us FROM {holds} WHERE name = $1`)
 	const cols = `(name, owner, kind, token, expires_us, released_us, meta) VALUES ($1, $2, $4, $5, {now} + $3, 0, $6)`
-	if b.dialect == MySQL {
-		s.add = p(`INSERT INTO {holds} ` + cols + ` ON DUPLICATE KEY UPDATE kind = VALUES(kind), token = VALUES(token), expires_us = VALUES(expires_us), released_us = 0, meta = VALUES(meta)`)
-	} else {
-		s.add = p(`INSERT INTO {holds} ` + cols + ` ON CONFLICT (name, owner) DO UPDATE SET kind = excluded.kind, token = excluded.token, expires_us = excluded.expires_us, released_us = 0, meta = excluded.meta`)
-	}
+	s.add = p(`INSERT INTO {holds} ` + cols + ` ON CONFLICT (name, owner) DO UPDATE SET kind = excluded.kind, token = excluded.token, expires_us = excluded.expires_us, released_us = 0, meta = excluded.meta`)
 	s.extend = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2`)
 	release := `UPDATE {holds} SET released_us = {now}, expires_us = 0 WHERE name = $1 AND owner = $2 AND ` + live
 	withdraw := `DELETE FROM {holds} WHERE name = $1 AND owner = $2 AND kind = ` + strconv.Itoa(claim)
-	if b.dialect == Postgres {
-		// One round trip ends a hold or withdraws a waiting writer's
-		// claim, which kept readers out; the notice goes out when the
-		// statement commits.
-		s.release = p(`WITH r AS (` + release + ` RETURNING 1), w AS (` + withdraw + ` RETURNING 1)
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM w), (SELECT count(pg_notify('{channel}', $1)) FROM (SELECT 1 FROM r UNION ALL SELECT 1 FROM w) x)`)
-	} else {
-		s.release, s.withdraw = p(release), p(withdraw)
-	}
+	// Ending a hold, or withdrawing a waiting writer's claim (which kept
+	// readers out), notifies the key's waiters.
+	s.release, s.withdraw = noticed(b.d, b.table, release, "true"), noticed(b.d, b.table, withdraw, "true")
 	s.released = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND released_us > 0`)
 	s.refresh = p(`UPDATE {holds} SET expires_us = {now} + $3 WHERE name = $1 AND owner = $2 AND ` + live)
 	s.holding = p(`SELECT 1 FROM {holds} WHERE name = $1 AND owner = $2 AND ` + live)
@@ -185,14 +160,7 @@ func (t txn) lockShared(req driver.Request) (lim int, err error) {
 		family int
 		mutex  bool // a mutex holds the key
 	)
-	if t.b.dialect == MySQL {
-		if _, err := t.exec(s.lock, req.Key); err != nil {
-			return 0, err
-		}
-		err = t.row(s.state, []any{req.Key}, &family, &lim, &mutex)
-	} else {
-		err = t.row(s.lock, []any{req.Key}, &family, &lim, &mutex)
-	}
+	err = t.lockRow(s.lock, s.state, req.Key, &family, &lim, &mutex)
 	if err == nil && mutex {
 		err = kindError(req, driver.Exclusive, 0)
 	}
@@ -228,12 +196,7 @@ func (t txn) countShared(req driver.Request) (int64, error) {
 	if req.Kind == driver.Permit {
 		args[2] = req.Limit
 	}
-	if t.b.dialect == MySQL {
-		return t.insertID(s.count, args...)
-	}
-	var token int64
-	err := t.row(s.count, args, &token)
-	return token, err
+	return t.token(s.count, args...)
 }
 
 // holdCount is what the holds of a key mean to an attempt.
@@ -314,12 +277,9 @@ func inTheWay(want driver.Kind, k int) bool {
 // writer's claim.
 func (b *Backend) releaseShared(ctx context.Context, l driver.Lease) error {
 	s := &b.holds
-	var released, withdrawn int64
-	var err error
-	if b.dialect == Postgres {
-		var notified int64
-		err = b.db.QueryRowContext(ctx, s.release.query, s.release.args(l.Key, l.Owner)...).Scan(&released, &withdrawn, &notified)
-	} else if released, err = b.exec(ctx, s.release, l.Key, l.Owner); err == nil && released == 0 {
+	var withdrawn int64
+	released, err := b.exec(ctx, s.release, l.Key, l.Owner)
+	if err == nil && released == 0 {
 		withdrawn, err = b.exec(ctx, s.withdraw, l.Key, l.Owner)
 	}
 	switch {

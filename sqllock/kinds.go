@@ -20,16 +20,10 @@ import (
 // family or size refuse it) in its transaction, and sets the row's family
 // when granted.
 
-// beginTx starts a transaction on the key's row. On MySQL it runs at READ
-// COMMITTED: the key's row serialises its attempts at any isolation level,
-// and READ COMMITTED spares the gap locks with which InnoDB's REPEATABLE
-// READ makes attempts on different keys deadlock.
+// beginTx starts a transaction on the key's row, with the dialect's
+// options (see dialect.tx).
 func (b *Backend) beginTx(ctx context.Context) (*sql.Tx, error) {
-	var opts *sql.TxOptions
-	if b.dialect == MySQL {
-		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	}
-	return b.db.BeginTx(ctx, opts)
+	return b.db.BeginTx(ctx, b.d.tx)
 }
 
 // kindError is the error of a request for req while the key is held as
@@ -90,7 +84,7 @@ type kindStmts struct {
 }
 
 func (b *Backend) prepareKindStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	p := func(q string) stmt { return prepare(b.d, b.table, q) }
 	b.kinds = kindStmts{
 		lock:  p(`UPDATE {table} SET kind = kind WHERE name = $1`),
 		read:  p(`SELECT kind, lim FROM {table} WHERE name = $1`),

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/distlock-go/distlock/driver"
 )
@@ -72,6 +73,7 @@ type hub struct {
 	cancel   context.CancelFunc
 	isReady  bool
 	isClosed bool
+	marked   map[string]time.Time // when this process last marked a key's row (see marks.go)
 }
 
 // start runs the listener once, in the background.
@@ -86,7 +88,16 @@ func (b *Backend) startListener() {
 	h.cancel = cancel
 	go func() {
 		defer close(h.done)
+		renewed := make(chan struct{})
+		go func() {
+			defer close(renewed)
+			if b.markStmt.query != "" {
+				b.renewMarks(ctx)
+			}
+		}()
 		err := b.listener.Listen(ctx, channel(b.table), h.onReady, h.onNotice)
+		cancel()
+		<-renewed
 		h.mu.Lock()
 		h.err = err
 		h.mu.Unlock()
@@ -171,6 +182,9 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	h.mu.Unlock()
 	select {
 	case <-ready:
+		if b.markStmt.query != "" {
+			b.markWatched(ctx, key, false)
+		}
 		return w, nil
 	case <-done:
 		w.Close()

@@ -174,3 +174,93 @@ func TestWithdrawnClaimNotifies(t *testing.T) {
 		t.Fatalf("the withdrawal of a writer's claim not heard within %v", notifyWithin)
 	}
 }
+
+// TestReleaseNotifiesWaitersOnly: a release of a key that no waiter
+// watches sends no notification (pg_notify costs about as much as the
+// release itself); once a waiter in another backend watches the key, its
+// release notifies it. Both for the lease table and connection-scoped
+// locks. A notification sent after a release commits is delivered after
+// any the release sent, so a sentinel tells that none was.
+func TestReleaseNotifiesWaitersOnly(t *testing.T) {
+	_, d := startPostgres(t)
+	ctx := ctxFor(t, 90*time.Second)
+	heard := make(chan string, 64)
+	ready := make(chan struct{}, 1)
+	lctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = pglisten.New(d.open(t)).Listen(lctx, "distlock_"+sqllock.DefaultTable,
+			func() {
+				select {
+				case ready <- struct{}{}:
+				default:
+				}
+			},
+			func(p string) { heard <- p })
+	}()
+	t.Cleanup(func() { stop(); <-stopped })
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		t.Fatalf("LISTEN: %v", ctx.Err())
+	}
+	admin := d.open(t)
+	next := func() string {
+		t.Helper()
+		select {
+		case p := <-heard:
+			return p
+		case <-ctx.Done():
+			t.Fatalf("no notification: %v", ctx.Err())
+			return ""
+		}
+	}
+	for _, mode := range []struct {
+		name string
+		opts []sqllock.Option
+	}{
+		{"table", nil},
+		{"connection-scoped", []sqllock.Option{sqllock.WithConnectionScope()}},
+	} {
+		holder := d.backend(t, append(mode.opts, sqllock.WithListener(nil))...)
+		cycle := func(key string) {
+			t.Helper()
+			l := driver.Lease{Key: key, Owner: "holder"}
+			if g, err := holder.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute}); err != nil || !g.Acquired {
+				t.Fatalf("%s: Acquire(%q): %+v, %v", mode.name, key, g, err)
+			}
+			if err := holder.Release(ctx, l); err != nil {
+				t.Fatalf("%s: Release(%q): %v", mode.name, key, err)
+			}
+		}
+		sentinel := func(s string) {
+			t.Helper()
+			if _, err := admin.ExecContext(ctx, `SELECT pg_notify($1, $2)`, "distlock_"+sqllock.DefaultTable, s); err != nil {
+				t.Fatalf("pg_notify: %v", err)
+			}
+		}
+		unwatched, watched := mode.name+"-unwatched", mode.name+"-watched"
+		cycle(unwatched)
+		sentinel(mode.name + "-sentinel")
+		if p := next(); p != mode.name+"-sentinel" {
+			t.Fatalf("%s: a release that no waiter watched notified %q", mode.name, p)
+		}
+		w, err := d.backend(t).Watch(ctx, watched, "") // pgx: it listens by itself
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+		defer w.Close()
+		cycle(watched)
+		sentinel(mode.name + "-sentinel")
+		if p := next(); p != watched {
+			t.Fatalf("%s: the release of a watched key notified %q, want %q", mode.name, p, watched)
+		}
+		if p := next(); p != mode.name+"-sentinel" {
+			t.Fatalf("%s: then %q, want the sentinel", mode.name, p)
+		}
+		if !woken(w, 30*time.Second) {
+			t.Fatalf("%s: the waiter's watch was not woken by the release", mode.name)
+		}
+	}
+}

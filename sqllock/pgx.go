@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"time"
+
+	"github.com/distlock-go/distlock/sqllock/internal/relisten"
 )
 
 // pgxStdlib is the package path of pgx's database/sql driver.
@@ -36,22 +37,7 @@ var errNoRetry = errors.New("sqllock: listener")
 // after losing it takes another (backing off from 50ms up to 2s), calling
 // ready each time LISTEN is confirmed.
 func (l pgxListener) Listen(ctx context.Context, channel string, ready func(), notice func(string)) error {
-	wait := 50 * time.Millisecond
-	for {
-		err := l.session(ctx, channel, ready, notice)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, errNoRetry):
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	return relisten.Run(ctx, errNoRetry, func(ctx context.Context) error { return l.session(ctx, channel, ready, notice) })
 }
 
 var (

@@ -24,7 +24,7 @@ type prepared struct {
 // is: on PostgreSQL, after Close, or when preparing it failed (the
 // statement then reports the error itself).
 func (b *Backend) run(ctx context.Context, s stmt, fn func(*sql.Stmt)) {
-	if b.dialect == Postgres {
+	if !b.d.prepares {
 		fn(nil)
 		return
 	}

@@ -49,10 +49,13 @@ type reclaimer struct {
 }
 
 func (b *Backend) prepareReclaimStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	p := func(q string) stmt { return prepare(b.d, b.table, q) }
 	r := &b.reclaim
 	keep := strconv.FormatInt(reclaimAfter.Microseconds(), 10)
 	free := `name <> '' AND expires_us < {now} - ` + keep + ` AND NOT EXISTS (SELECT 1 FROM {holds} h WHERE h.name = {table}.name)`
+	if b.d.watched != "" {
+		free += ` AND NOT (` + b.d.watched + `)`
+	}
 	ended := `(released_us > 0 AND released_us < {now} - ` + keep + `) OR (released_us = 0 AND expires_us < {now} - ` + keep + `)`
 	r.holds = p(`DELETE FROM {holds} WHERE ` + ended)
 	// A fair waiter's place ends with its attempts: none come from a
@@ -61,20 +64,8 @@ func (b *Backend) prepareReclaimStatements() {
 	r.queue = p(`DELETE FROM {queue} WHERE ` + gone)
 	r.due = p(`SELECT 1 FROM {holds} WHERE ` + ended + ` UNION ALL SELECT 1 FROM {table} WHERE ` + free + ` UNION ALL SELECT 1 FROM {queue} WHERE ` + gone + ` LIMIT 1`)
 	r.left = p(`SELECT 1 FROM {table} WHERE name <> '' UNION ALL SELECT 1 FROM {holds} UNION ALL SELECT 1 FROM {queue}`)
-	switch b.dialect {
-	case Postgres:
-		r.leases = p(`DELETE FROM {table} WHERE ` + free)
-	case MySQL:
-		r.floor = p(`INSERT IGNORE INTO {table} (name, owners, meta) VALUES ('', '', '')`)
-		r.lockFloor = p(`SELECT token FROM {table} WHERE name = '' FOR UPDATE`)
-		r.top = p(`SELECT COALESCE(MAX(token), 0) FROM {table} WHERE ` + free)
-		r.raise = p(`UPDATE {table} SET token = GREATEST(token, $1) WHERE name = ''`)
-		r.leases = p(`DELETE FROM {table} WHERE ` + free + ` AND token <= $1`)
-	default:
-		r.floor = p(`INSERT OR IGNORE INTO {table} (name) VALUES ('')`)
-		r.raise = p(`UPDATE {table} SET token = max(token, (SELECT COALESCE(max(token), 0) FROM {table} WHERE ` + free + `)) WHERE name = ''`)
-		r.leases = p(`DELETE FROM {table} WHERE ` + free + ` AND token <= (SELECT token FROM {table} WHERE name = '')`)
-	}
+	t := b.d.sweep(free)
+	r.floor, r.lockFloor, r.top, r.raise, r.leases = p(t.floor), p(t.lockFloor), p(t.top), p(t.raise), p(t.leases)
 }
 
 // sweepSoon plans a sweep, unless one is planned or the backend closed.
@@ -157,7 +148,7 @@ func (b *Backend) reclaimDue(ctx context.Context) error {
 	if _, err := b.db.ExecContext(ctx, r.queue.query); err != nil {
 		return err
 	}
-	if b.dialect != Postgres {
+	if r.floor.query != "" { // tokens count from the floor row
 		return b.reclaimCounted(ctx)
 	}
 	if _, err := b.db.ExecContext(ctx, r.holds.query); err != nil {
@@ -186,7 +177,7 @@ func (b *Backend) reclaimCounted(ctx context.Context) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	if b.dialect == MySQL {
+	if r.lockFloor.query != "" { // the floor is raised to the top read
 		var floor, top int64
 		if err = tx.QueryRowContext(ctx, r.lockFloor.query).Scan(&floor); err != nil {
 			return err

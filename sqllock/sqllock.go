@@ -25,6 +25,7 @@ import (
 type Backend struct {
 	db      *sql.DB
 	dialect Dialect
+	d       *dialect // the dialect's statements and behaviours
 	table   string
 	drift   func(time.Duration) time.Duration
 	schema  bool // create the table on first use
@@ -46,12 +47,12 @@ type Backend struct {
 	ready    bool          // the table was created (or is not ours to create)
 	creating chan struct{} // closed when the running attempt to create it ends; nil: none runs
 
-	acquire, release, released, refresh, holding, inspect, refused stmt
-	holds                                                          holdStmts
-	fair                                                           fairStmts
-	kinds                                                          kindStmts
-	reclaim                                                        reclaimer
-	prepared                                                       prepared
+	acquire, release, released, refresh, holding, inspect, refused, markStmt stmt
+	holds                                                                    holdStmts
+	fair                                                                     fairStmts
+	kinds                                                                    kindStmts
+	reclaim                                                                  reclaimer
+	prepared                                                                 prepared
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -102,17 +103,18 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if _, err := Schema(b.dialect, b.table); err != nil {
 		return nil, err
 	}
+	b.d = dialects[b.dialect]
 	if b.drift == nil {
 		return nil, errors.New("sqllock: nil drift function")
 	}
-	if b.dialect == Postgres && !b.listenerSet && usesPgx(db) {
+	if b.d.listens && !b.listenerSet && usesPgx(db) {
 		b.listener, b.autoListen = pgxListener{db}, true
 	}
-	if b.listener != nil && b.dialect != Postgres {
+	if b.listener != nil && !b.d.listens {
 		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
 	}
-	if b.conns != nil && b.dialect == SQLite {
-		return nil, errors.New("sqllock: WithConnectionScope: SQLite has no connection-scoped locks")
+	if b.conns != nil && b.d.native == nil {
+		return nil, fmt.Errorf("sqllock: WithConnectionScope: %s has no connection-scoped locks", b.dialect)
 	}
 	if b.lossCheck <= 0 {
 		return nil, fmt.Errorf("sqllock: WithLossCheck(%v): want a positive interval", b.lossCheck)
@@ -209,27 +211,27 @@ func (b *Backend) createTable(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := run(leaseSchema(b.dialect, b.table)); err != nil {
+	if err := run(b.d.lease(b.table)); err != nil {
 		return err
 	}
-	if err := run(holdsSchema(b.dialect, b.table)); err != nil {
+	if err := run(holdsSchema(b.d, b.table)); err != nil {
 		return err
 	}
-	if err := run(queueSchema(b.dialect, b.table)); err != nil {
+	if err := run(queueSchema(b.d, b.table)); err != nil {
 		return err
 	}
-	probe := `SELECT kind, lim, queued FROM ` + b.table + ` WHERE 1 = 0`
+	probe := probeColumns(b.d, b.table)
 	if _, err := b.db.ExecContext(ctx, probe); err != nil {
 		// A table of an older version. A concurrent migration may add a
 		// column first: the probe decides.
-		for _, stmt := range addColumns(b.table) {
+		for _, stmt := range addColumns(b.d, b.table) {
 			_, _ = b.db.ExecContext(ctx, stmt)
 		}
 		if _, err := b.db.ExecContext(ctx, probe); err != nil {
-			return fmt.Errorf("sqllock: adding the columns kind, lim and queued to table %s: %w", b.table, err)
+			return fmt.Errorf("sqllock: adding the columns that table %s lacks (%s): %w", b.table, probe, err)
 		}
 	}
-	for _, stmt := range counterSchema(b.dialect, b.table) {
+	for _, stmt := range b.d.counter(b.table) {
 		if err := run(stmt); err != nil {
 			return err
 		}
@@ -346,9 +348,9 @@ func (b *Backend) releaseOne(ctx context.Context, l driver.Lease) (string, error
 }
 
 // exec runs s and returns the number of rows it changed: from the result,
-// or from the count s selects on PostgreSQL.
+// or from the count s selects (see noticed).
 func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) {
-	if b.dialect == Postgres {
+	if s.counts {
 		var n, notified int64
 		err := b.db.QueryRowContext(ctx, s.query, s.args(args...)...).Scan(&n, &notified)
 		return n, err
@@ -389,7 +391,7 @@ func (b *Backend) extend(ctx context.Context, ttl time.Duration, st, holding stm
 	if err != nil {
 		return 0, fmt.Errorf("sqllock: refresh: %w", err)
 	}
-	if n == 0 && b.dialect == MySQL {
+	if n == 0 && b.d.countsChanged {
 		// MySQL counts changed rows, not matched ones: a hold whose
 		// refresh left a longer lease as it was changed nothing.
 		var one int

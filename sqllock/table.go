@@ -112,13 +112,13 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 		kind    sql.NullInt64 // the row's family, when refused
 	}
 	a, err := retryConflict(ctx, func() (a answer, err error) {
-		switch b.dialect {
-		case Postgres:
+		switch b.d.acquireReply {
+		case replyRow:
 			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.granted, &a.token, &a.left, &a.kind)
 			if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
 				return answer{}, nil
 			}
-		case MySQL:
+		case replyInsertID:
 			var res sql.Result
 			if res, err = b.execHot(ctx, b.acquire, args...); err == nil {
 				a.token, err = res.LastInsertId()
@@ -140,7 +140,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 		return driver.Grant{Acquired: true, Token: uint64(a.token), ValidFor: req.TTL - b.drift(req.TTL)}, 0, nil
 	}
 	left, kind := a.left, a.kind
-	if b.dialect != Postgres {
+	if b.d.acquireReply != replyRow {
 		// A second round trip, on the refused path only.
 		err := b.scanHot(ctx, b.refused, b.refused.args(req.Key), &left, &kind)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -172,7 +172,7 @@ func (b *Backend) repeated(ctx context.Context, l driver.Lease) error {
 // the re-entrant identity's digest (empty for none), $6 the owner between
 // commas, as it appears in the owners column.
 func (b *Backend) prepareStatements() {
-	p := func(q string) stmt { return prepare(b.dialect, b.table, q) }
+	p := func(q string) stmt { return prepare(b.d, b.table, q) }
 	// An attempt is granted on a free or expired row (a new lease, the
 	// next token), on a row the owner holds already (a repeat: the same
 	// grant, extended) and on a live row of the same re-entrant identity
@@ -187,10 +187,8 @@ func (b *Backend) prepareStatements() {
 		mine = `INSTR(t.owners, $6) > 0`
 		join = `($5 <> '' AND t.reentry = $5)`
 	)
-	next := `t.token + 1`
-	if b.dialect == Postgres {
-		next = `GREATEST(nextval('{seq}'), t.token + 1)`
-	}
+	// The old row is t (ON CONFLICT names both it and excluded).
+	next := strings.ReplaceAll(b.d.next, "token", "t.token")
 	upsert := strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join, "NEXT", next).Replace(`INSERT INTO {table} AS t (name, owners, token, holds, expires_us, since_us, meta, reentry)
 	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)
 	ON CONFLICT (name) DO UPDATE SET
@@ -203,63 +201,23 @@ func (b *Backend) prepareStatements() {
 		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, {now} + $3) ELSE {now} + $3 END
 	WHERE t.kind = 0 AND (NOT LIVE OR MINE OR JOIN)
 	RETURNING t.token`)
-	switch b.dialect {
-	case Postgres:
-		// One round trip: the refused case reads the holder's remaining
-		// lease and the row's family in the same statement. A key the
-		// statement's snapshot shows held by another is refused without
-		// the INSERT: a refused ON CONFLICT DO UPDATE would still lock the
-		// row, which makes the attempt a write that a waiting release
-		// queues behind. A release that commits after the snapshot is
-		// notified to the waiter, whose watch began before the attempt.
-		upsert = strings.Replace(upsert, `
-	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)`, `
-	SELECT $1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5
-	WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.name = $1 AND t.kind = 0 AND LIVE AND NOT (MINE OR JOIN))`, 1)
-		upsert = strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(upsert)
-		b.acquire = p(`WITH up AS (` + upsert + `)
-SELECT true, token, 0::BIGINT, 0 FROM up
-UNION ALL
-SELECT false, 0::BIGINT, expires_us - {now}, kind FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`)
-	case MySQL:
-		// One round trip when granted: MySQL has no RETURNING, so the
-		// token comes back as LAST_INSERT_ID(expr) in the OK packet (0:
-		// refused). Assignments run left to right and see the values
-		// assigned before them, so the columns that ask how the row was
-		// come first; owners then says whether the attempt was granted
-		// (it names the owner), and holds is counted from it. The
-		// VALUES row is evaluated even when the key exists, so a refusal
-		// resets LAST_INSERT_ID to 0. Without a WHERE, a refusal
-		// assigns every column its old value; kind, never assigned,
-		// refuses a row of another family in every column.
-		b.acquire = p(strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
-	VALUES ($1, $6, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, $5)
-	ON DUPLICATE KEY UPDATE
-		token = IF(kind <> 0, token + LAST_INSERT_ID(0), IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1))),
-		since_us = IF(kind <> 0 OR LIVE, since_us, {now}),
-		meta = IF(kind <> 0 OR LIVE, meta, $4),
-		reentry = IF(kind <> 0 OR LIVE, reentry, $5),
-		owners = IF(kind <> 0, owners, IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6)),
-		holds = IF(kind <> 0, holds, LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1),
-		expires_us = IF(kind = 0 AND INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`))
-	default:
-		// SQLite names the old row by the table's name, without an alias.
-		b.acquire = p(strings.NewReplacer(" AS t ", " ", "t.", "").Replace(upsert))
-	}
+	upsert = b.d.mutexAcquire(upsert)
+	b.acquire = p(strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(upsert))
 	b.refused = p(`SELECT expires_us - {now}, kind FROM {table} WHERE name = $1`)
+	b.markStmt = p(b.d.mark)
 	// The last hold leaves the row, with its token, marked free since now;
 	// last_owner remembers the release so that its repeat reports
 	// success. MySQL assigns left to right: owners, which the others read,
 	// is assigned last.
 	// A row that counts waiters in line is left to fairRelease.
-	release := releaseStmt + ` AND queued = 0`
-	if b.dialect == Postgres {
-		// The notice of the key's release goes in the same statement,
-		// and out when it commits; a hold that leaves others sends none.
-		release = `WITH r AS (` + release + ` RETURNING owners)
-SELECT count(*), count(CASE WHEN owners = '' THEN pg_notify('{channel}', $1)::TEXT END) FROM r`
+	// The notice of the key's release goes in the same statement, where
+	// the dialect notifies, and only while a waiter's mark on the row
+	// lasts (see marks.go); a hold that leaves others sends none.
+	ended := `owners = ''`
+	if b.d.watched != "" {
+		ended += ` AND ` + b.d.watched
 	}
-	b.release = p(release)
+	b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
 	b.released = p(`SELECT 1 FROM {table} WHERE name = $1 AND last_owner = $2`)
 	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
 	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END

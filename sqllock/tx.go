@@ -57,3 +57,27 @@ func (t txn) insertID(s stmt, args ...any) (int64, error) {
 	}
 	return res.LastInsertId()
 }
+
+// lockRow runs lock, which locks a key's row (see dialect.lockRow), and
+// scans the row into dest: from lock's reply, or from read's where the
+// dialect's lock returns nothing.
+func (t txn) lockRow(lock, read stmt, key string, dest ...any) error {
+	if read.query == "" {
+		return t.row(lock, []any{key}, dest...)
+	}
+	if _, err := t.exec(lock, key); err != nil {
+		return err
+	}
+	return t.row(read, []any{key}, dest...)
+}
+
+// token runs s, which sets a token, and returns it: selected by its
+// RETURNING clause, or as the LAST_INSERT_ID it set (dialect.byInsertID).
+func (t txn) token(s stmt, args ...any) (int64, error) {
+	if t.b.d.byInsertID {
+		return t.insertID(s, args...)
+	}
+	var token int64
+	err := t.row(s, args, &token)
+	return token, err
+}

@@ -55,17 +55,8 @@ func hubOf(id string) *localHub {
 // one process that share the table share a hub. A wrong answer costs
 // promptness only: a watch polls in any case.
 func (b *Backend) identity(ctx context.Context) (string, error) {
-	var q string
-	switch b.dialect {
-	case Postgres:
-		q = `SELECT current_database() || '|' || COALESCE(host(inet_server_addr()), '') || '|' || COALESCE(inet_server_port(), 0)::TEXT`
-	case MySQL:
-		q = `SELECT CONCAT(@@hostname, '|', @@port, '|', COALESCE(DATABASE(), ''))`
-	default:
-		q = `SELECT file FROM pragma_database_list WHERE name = 'main'`
-	}
 	var id string
-	if err := b.db.QueryRowContext(ctx, q).Scan(&id); err != nil {
+	if err := b.db.QueryRowContext(ctx, b.d.identity).Scan(&id); err != nil {
 		return "", err
 	}
 	if id == "" { // an SQLite database in memory: this *sql.DB's own

@@ -18,9 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/distlock-go/distlock/sqllock/internal/relisten"
 )
 
 // Listener implements sqllock.Listener on a *sql.DB of the pgx driver.
@@ -46,22 +47,7 @@ func (l *Listener) Listen(ctx context.Context, channel string, ready func(), not
 	if !plain.MatchString(channel) {
 		return fmt.Errorf("%w: channel %q is not a plain identifier", errFatal, channel)
 	}
-	wait := 50 * time.Millisecond
-	for {
-		err := l.session(ctx, channel, ready, notice)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, errFatal) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	return relisten.Run(ctx, errFatal, func(ctx context.Context) error { return l.session(ctx, channel, ready, notice) })
 }
 
 // session listens on one connection until it fails or ctx is done. The

@@ -66,13 +66,18 @@ const DefaultPostgresConnectTimeout = 5 * time.Second
 
 func init() {
 	for _, s := range []string{"postgres", "postgresql", "mysql", "sqlite"} {
-		distlock.Register(s, Open)
+		distlock.Register(s, OpenURL)
 	}
 }
 
-// Open opens a backend from one of the URL forms of the package doc. The
-// backend closes its *sql.DB when it is closed.
-func Open(ctx context.Context, u *url.URL) (driver.Backend, error) {
+// Open is OpenURL under its former name.
+//
+// Deprecated: use [OpenURL], named as every backend's opener is.
+func Open(ctx context.Context, u *url.URL) (driver.Backend, error) { return OpenURL(ctx, u) }
+
+// OpenURL opens a backend from one of the URL forms of the package doc.
+// The backend closes its *sql.DB when it is closed.
+func OpenURL(ctx context.Context, u *url.URL) (driver.Backend, error) {
 	driverName, dsn, table, connScope, err := parse(u)
 	if err != nil {
 		return nil, err

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/testserver"
-	_ "github.com/distlock-go/distlock/sqllock/sqlurl"
+	"github.com/distlock-go/distlock/sqllock"
+	"github.com/distlock-go/distlock/sqllock/sqlurl"
 )
 
 // roundTrip opens rawURL, takes and releases a lock, and closes.
@@ -60,6 +62,29 @@ func TestOpenMariaDB(t *testing.T) {
 
 func TestOpenSQLite(t *testing.T) {
 	roundTrip(t, "sqlite://"+filepath.Join(t.TempDir(), "locks.db"))
+}
+
+// TestOpenURL: the opener has the name every backend's has, and the
+// former name still opens the same backend.
+func TestOpenURL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	u, err := url.Parse("sqlite://" + filepath.Join(t.TempDir(), "locks.db") + "?table=opened")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, open := range map[string]func(context.Context, *url.URL) (driver.Backend, error){"OpenURL": sqlurl.OpenURL, "Open": sqlurl.Open} {
+		b, err := open(ctx, u)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if sb, ok := b.(*sqllock.Backend); !ok || sb.Dialect() != sqllock.SQLite || sb.Table() != "opened" {
+			t.Errorf("%s: %T %+v, want a *sqllock.Backend on SQLite's table opened", name, b, b)
+		}
+		if err := b.Close(); err != nil {
+			t.Errorf("%s: Close: %v", name, err)
+		}
+	}
 }
 
 func TestOpenBadURLs(t *testing.T) {

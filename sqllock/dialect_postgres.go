@@ -1,0 +1,88 @@
+package sqllock
+
+import "strings"
+
+// postgresDialect is PostgreSQL 12 or newer. Tokens come from the table's
+// sequence; statements return what they set (RETURNING) and read the row
+// they refuse in the same round trip; a release notifies the key's
+// waiters (LISTEN/NOTIFY) in the statement that commits it; pgx keeps the
+// statements prepared on each connection itself. Connection-scoped locks
+// are advisory locks (conn_postgres.go).
+var postgresDialect = &dialect{
+	name: Postgres,
+	// now() is the statement's start in autocommit: a statement that
+	// waited on a row lock sets an earlier expiry, never a later one.
+	now:       `(EXTRACT(EPOCH FROM now())*1000000)::BIGINT`,
+	newToken:  `nextval('{seq}')`,
+	next:      `GREATEST(nextval('{seq}'), token + 1)`,
+	returning: ` RETURNING token`,
+	rename:    strings.NewReplacer("INSTR(", "strpos(").Replace,
+	lease: func(table string) string {
+		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
+	name       TEXT PRIMARY KEY,
+	owners     TEXT NOT NULL DEFAULT '',
+	token      BIGINT NOT NULL DEFAULT 0,
+	holds      INTEGER NOT NULL DEFAULT 0,
+	expires_us BIGINT NOT NULL DEFAULT 0,
+	since_us   BIGINT NOT NULL DEFAULT 0,
+	meta       TEXT NOT NULL DEFAULT '',
+	last_owner TEXT NOT NULL DEFAULT '',
+	reentry    TEXT NOT NULL DEFAULT '',
+	kind       INTEGER NOT NULL DEFAULT 0,
+	lim        INTEGER NOT NULL DEFAULT 0,
+	queued     INTEGER NOT NULL DEFAULT 0,
+	waiting_us BIGINT NOT NULL DEFAULT 0
+)`
+	},
+	counter: func(table string) []string {
+		seq := sequence(table)
+		return []string{
+			`CREATE SEQUENCE IF NOT EXISTS ` + seq,
+			// The last value drawn: last_value once is_called.
+			`SELECT setval('` + seq + `', m) FROM (SELECT max(token) AS m FROM ` + table + `) x
+	WHERE m > (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ` + seq + `)`,
+		}
+	},
+	types: columnTypes{key: "TEXT", owner: "TEXT", kind: "SMALLINT", text: "TEXT NOT NULL DEFAULT ''"},
+	lockRow: func(cols string) (string, string) {
+		return `INSERT INTO {table} AS t (name) VALUES ($1) ON CONFLICT (name) DO UPDATE SET token = t.token RETURNING ` + cols, ""
+	},
+	concat: func(parts ...string) string { return strings.Join(parts, " || ") },
+	// One round trip: the refused case reads the holder's remaining
+	// lease and the row's family in the same statement. A key the
+	// statement's snapshot shows held by another is refused without the
+	// INSERT: a refused ON CONFLICT DO UPDATE would still lock the row,
+	// which makes the attempt a write that a waiting release queues
+	// behind. A release that commits after the snapshot is notified to
+	// the waiter, whose watch began before the attempt.
+	mutexAcquire: func(upsert string) string {
+		upsert = strings.Replace(upsert, `
+	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)`, `
+	SELECT $1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5
+	WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.name = $1 AND t.kind = 0 AND LIVE AND NOT (MINE OR JOIN))`, 1)
+		return `WITH up AS (` + upsert + `)
+SELECT true, token, 0::BIGINT, 0 FROM up
+UNION ALL
+SELECT false, 0::BIGINT, expires_us - {now}, kind FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`
+	},
+	acquireReply: replyRow,
+	// The notice goes out when the statement commits; a statement that
+	// ended no holding sends none.
+	notice: func(update, ended string) string {
+		return `WITH r AS (` + update + ` RETURNING ` + ended + ` AS ended)
+SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', $1)::TEXT END) FROM r`
+	},
+	// The notice of a hand-over names the waiter, so that only it wakes.
+	turn: `SELECT pg_notify('{channel}', $2 || $1)`,
+	sweep: func(free string) sweepTexts {
+		return sweepTexts{leases: `DELETE FROM {table} WHERE ` + free}
+	},
+	columns: []string{`waiting_us BIGINT NOT NULL DEFAULT 0`},
+	// A waiter's mark creates the key's row if need be (a free one).
+	mark: `INSERT INTO {table} AS t (name, waiting_us) VALUES ($1, {now} + $2)
+	ON CONFLICT (name) DO UPDATE SET waiting_us = excluded.waiting_us WHERE t.waiting_us < {now} + $3`,
+	watched:  `waiting_us >= {now}`,
+	identity: `SELECT current_database() || '|' || COALESCE(host(inet_server_addr()), '') || '|' || COALESCE(inet_server_port(), 0)::TEXT`,
+	listens:  true,
+	native:   func(b *Backend) nativeLocks { return advisoryLocks{b} },
+}
