@@ -17,6 +17,8 @@
 //
 //	go run ./cmd/lockbench -out ../BENCHMARKS.md
 //	go run ./cmd/lockbench -quick          # a smoke run of a few seconds
+//	go run ./cmd/lockbench -from results/latest.json -out ../BENCHMARKS.md
+//	                                       # the report again, from saved figures
 package main
 
 import (
@@ -37,6 +39,7 @@ type config struct {
 	out      string // BENCHMARKS.md to write; "" prints the tables only
 	chart    string // SVG chart; default bench/handoff.svg next to out
 	jsonOut  string // raw results of every repetition, for inspection
+	from     string // render the report from this -json file instead of running
 	quick    bool
 	reps     int
 	warmup   int
@@ -57,6 +60,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "write the report to this Markdown `file` (e.g. ../BENCHMARKS.md)")
 	flag.StringVar(&cfg.chart, "chart", "", "write the SVG chart to this `file` (default: bench/handoff.svg beside -out)")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write every repetition's raw figures to this JSON `file`")
+	flag.StringVar(&cfg.from, "from", "", "run nothing: write the report and chart from the figures a run saved with -json in this `file`")
 	flag.BoolVar(&cfg.quick, "quick", false, "smoke run: few operations, short contention; figures are not meaningful")
 	flag.IntVar(&cfg.reps, "reps", 0, "repetitions, libraries interleaved in each (default 5; 3 with -quick)")
 	flag.IntVar(&cfg.ops, "ops", 0, "measured acquire+release pairs per library per repetition in A and B (default 3000; 200 with -quick)")
@@ -82,6 +86,12 @@ func main() {
 }
 
 func (c *config) defaults() error {
+	if c.chart == "" && c.out != "" {
+		c.chart = filepath.Join(filepath.Dir(c.out), "bench", "handoff.svg")
+	}
+	if c.from != "" {
+		return nil // the saved run's settings apply
+	}
 	pick := func(v *int, normal, quick int) {
 		if *v == 0 {
 			*v = normal
@@ -99,9 +109,6 @@ func (c *config) defaults() error {
 		if c.quick {
 			c.duration = 300 * time.Millisecond
 		}
-	}
-	if c.chart == "" && c.out != "" {
-		c.chart = filepath.Join(filepath.Dir(c.out), "bench", "handoff.svg")
 	}
 	switch {
 	case c.reps < 1, c.ops < 1, c.slices < 1, c.warmup < 0, c.workers < 2, c.duration <= 0, c.ttl <= 0, c.hold < 0:

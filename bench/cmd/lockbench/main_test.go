@@ -99,6 +99,18 @@ func TestQuick(t *testing.T) {
 	if err := wellFormed(svg); err != nil {
 		t.Errorf("handoff.svg: %v", err)
 	}
+
+	// -from renders the same report from the saved figures, running nothing.
+	again := config{from: cfg.jsonOut, out: filepath.Join(dir, "again.md"), redis: "/nonexistent/redis-server"}
+	if err := run(ctx, again, io.Discard, io.Discard); err != nil {
+		t.Fatalf("run -from: %v", err)
+	}
+	if md2, err := os.ReadFile(again.out); err != nil || !bytes.Equal(md2, md) {
+		t.Errorf("-from wrote a different report (%v):\n%s", err, md2)
+	}
+	if err := run(ctx, config{from: cfg.out, redis: "redis-server"}, io.Discard, io.Discard); err == nil {
+		t.Errorf("run -from a Markdown file succeeded; want an error")
+	}
 }
 
 func wellFormed(b []byte) error {

@@ -23,6 +23,9 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
+	if cfg.from != "" {
+		return rerender(cfg, out, log)
+	}
 	bin, err := findRedis(cfg.redis)
 	if err != nil {
 		return err
@@ -147,7 +150,30 @@ func run(ctx context.Context, cfg config, out, log io.Writer) error {
 		}
 	}
 	res.Elapsed = time.Since(began)
+	return write(cfg, res, out, log)
+}
 
+// rerender writes the report of the run whose figures cfg.from holds (a
+// -json file), so that a change to the report's text needs no new run.
+func rerender(cfg config, out, log io.Writer) error {
+	data, err := os.ReadFile(cfg.from)
+	if err != nil {
+		return err
+	}
+	res := &report.Results{}
+	if err := json.Unmarshal(data, res); err != nil {
+		return fmt.Errorf("-from %s: %w", cfg.from, err)
+	}
+	if res.Elapsed == 0 {
+		return fmt.Errorf("-from %s: not the figures of a lockbench run (write them with -json)", cfg.from)
+	}
+	cfg.jsonOut = ""
+	return write(cfg, res, out, log)
+}
+
+// write writes res as the report (cfg.out, or out), the chart and the raw
+// figures (cfg.jsonOut).
+func write(cfg config, res *report.Results, out, log io.Writer) error {
 	md, svg := report.Markdown(res, chartLink(cfg)), report.Chart(res)
 	if cfg.out != "" {
 		if err := writeFile(cfg.out, md); err != nil {
