@@ -16,6 +16,20 @@ func newGoRedis(addr string) *redis.Client {
 	})
 }
 
+// newLockClient returns a go-redis client as redislock's documentation
+// asks a lock's client to be: calls that end with their context, and no
+// retries inside go-redis (distlock retries itself). These settings change
+// what a call does on a slow or broken network, not on loopback.
+func newLockClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                     addr,
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1,
+		DialerRetries:            1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
 func newGoRedisAll(addrs []string) []*redis.Client {
 	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {

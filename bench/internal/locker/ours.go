@@ -30,7 +30,7 @@ func DistlockRedisFair() Library {
 			"waiter holds the lock without another request and renews it to the full TTL later. A waiter that gives up leaves " +
 			"the queue in one script.",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
-			rdb := newGoRedis(addrs[0])
+			rdb := newLockClient(addrs[0])
 			be := redislock.New(rdb)
 			if err := be.DeclareFresh(ctx); err != nil { // the bench's servers are new
 				return nil, errors.Join(err, be.Close(), rdb.Close())
@@ -47,7 +47,7 @@ func DistlockRedisFair() Library {
 func DistlockRedis() Library {
 	return Library{
 		Name: "distlock (redislock)", Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: 1, Contended: true,
-		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL)), defaults otherwise: auto-refresh every TTL/3, notified waiting",
+		Config: "distlock.New(redislock.New(rdb), WithTTL(TTL)), defaults otherwise: auto-refresh every TTL/3, notified waiting; rdb with the settings redislock asks for (ContextTimeoutEnabled, MaxRetries -1, DialerRetries 1)",
 		How: "Acquire is one script (EVALSHA): read the lock key and the fencing counter in one MGET, and if the key is " +
 			"free (no key, or the small free record a release leaves) read the server's TIME and SET the lease with PX, its " +
 			"token above the last one and at least the server clock in µs; release is one script that compares the owner, " +
@@ -58,7 +58,7 @@ func DistlockRedis() Library {
 			"again at once, then sleeps until the release message or the holder's remaining TTL. Each held lock has one " +
 			"timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
-			rdb := newGoRedis(addrs[0])
+			rdb := newLockClient(addrs[0])
 			be := redislock.New(rdb)
 			if err := be.DeclareFresh(ctx); err != nil { // the bench's servers are new
 				return nil, errors.Join(err, be.Close(), rdb.Close())
@@ -91,7 +91,7 @@ func DistlockRedisShared() Library {
 			mu.Lock()
 			defer mu.Unlock()
 			if refs == 0 {
-				rdb := newGoRedis(addrs[0])
+				rdb := newLockClient(addrs[0])
 				be := redislock.New(rdb)
 				if err := be.DeclareFresh(ctx); err != nil {
 					return nil, errors.Join(err, be.Close(), rdb.Close())
@@ -146,7 +146,7 @@ func (d *distlockLocker) Close() error { return d.close() }
 func DistlockRedlock(nodes int) Library {
 	return Library{
 		Name: fmt.Sprintf("distlock (redlock), %d nodes", nodes), Module: "github.com/distlock-go/distlock", Kind: Ours, Nodes: nodes, Contended: true,
-		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout a quarter of the TTL, at most 1 s, auto-refresh every TTL/3",
+		Config: "distlock.New(redlock.New(clients), WithTTL(TTL)), defaults otherwise: per-node timeout a quarter of the TTL, at most 1 s, auto-refresh every TTL/3; clients as redislock's",
 		How: "The same acquire and release scripts as redislock, sent to every master at once from one goroutine per node; " +
 			"acquire succeeds on a quorum within the lease's validity, stops waiting as soon as the outcome is decided, and " +
 			"writes the largest fencing token back only when the nodes disagree (each node's counter floors at its clock in " +
@@ -154,7 +154,10 @@ func DistlockRedlock(nodes int) Library {
 			"refused, and waits for all of them (or the per-node timeout). A waiter subscribes on every master and wakes once " +
 			"per release; woken, it asks the key's gate node first and the other nodes only if the gate grants it (see below).",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
-			clients := newGoRedisAll(addrs)
+			clients := make([]*redis.Client, len(addrs))
+			for i, a := range addrs {
+				clients[i] = newLockClient(a)
+			}
 			ucs := make([]redis.UniversalClient, len(clients))
 			for i, c := range clients {
 				ucs[i] = c
