@@ -31,9 +31,15 @@ func (d *desc) lock(ctx context.Context) (_ *Lock, lockErr error) {
 		defer d.c.lines.leave(d.key, l)
 	}
 	w := wait{d: d, req: req}
+	if d.c.caps.Notify {
+		w.marker, _ = d.c.backend.(driver.MarkWatcher)
+	}
 	defer w.stop()
 	bound := false
 	for {
+		if w.marker != nil && w.watch == nil {
+			w.mark = w.marker.WatchMark(d.key) // before the attempt: see sleep
+		}
 		start := time.Now()
 		g, err := d.c.backend.Acquire(ctx, req)
 		cl.attempt(ctx, start, g, err)
@@ -93,6 +99,8 @@ type wait struct {
 	d         *desc
 	req       driver.Request
 	watch     driver.Watch // nil until the first contention, or without Notify
+	marker    driver.MarkWatcher
+	mark      uint64 // what the watches had heard before the last attempt
 	lastErr   error
 	ambiguous bool // an attempt's outcome is unknown
 	timer     *time.Timer
@@ -113,15 +121,31 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 	case w.watch == nil && w.d.c.caps.Notify:
 		// Subscribe on first contention, then retry at once: a release
 		// between the attempt and the subscription is caught by that
-		// retry, and every later one by the watch.
+		// retry, and every later one by the watch. The retry is skipped
+		// when the backend can tell that no release went unheard: the
+		// key's subscription (another waiter's, or a recent one's) was
+		// live before the attempt, and has carried nothing since.
 		turn := ""
 		if w.req.Fair {
 			turn = w.req.Owner // wake only when it is this waiter's turn
 		}
-		watch, werr := w.d.c.backend.Watch(ctx, w.d.key, turn)
+		var (
+			watch  driver.Watch
+			missed = true
+			werr   error
+		)
+		if w.marker != nil {
+			watch, missed, werr = w.marker.WatchSince(ctx, w.d.key, turn, w.mark)
+		} else {
+			watch, werr = w.d.c.backend.Watch(ctx, w.d.key, turn)
+		}
 		if werr == nil {
 			w.watch = watch
-			return true
+			if missed {
+				return true
+			}
+			delay = opts.safetyPoll
+			break
 		}
 		w.noteErr(ctx, werr)
 		w.backoffN++

@@ -255,6 +255,24 @@ type FreshDeclarer interface {
 	DeclareFresh(ctx context.Context) error
 }
 
+// MarkWatcher is implemented by backends with Notify whose watches can
+// tell a waiter whether a release may have gone unheard before the watch
+// was in place (redislock). It is optional: without it, a waiter tries
+// once more after every Watch, as Backend.Watch says.
+type MarkWatcher interface {
+	// WatchMark returns a mark of what the watches of key have heard so
+	// far, to be taken before an Acquire of key is sent. It costs no
+	// round trip.
+	WatchMark(key string) uint64
+
+	// WatchSince is Watch for a waiter whose Acquire of key, sent after
+	// mark was taken, was refused. It also reports missed: whether the
+	// release of the lease that refused the Acquire may have gone unheard.
+	// When missed is false, no release since that Acquire is missed, and
+	// the waiter may sleep at once; when true, it tries once more first.
+	WatchSince(ctx context.Context, key, owner string, mark uint64) (w Watch, missed bool, err error)
+}
+
 // Watch is a subscription to the releases of one key.
 type Watch interface {
 	// C receives after the key may have become free. Releases may be

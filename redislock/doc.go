@@ -45,7 +45,11 @@
 // Waiters share ONE pub/sub connection per Backend. A waiter subscribes
 // before it re-tries, and the subscription is confirmed (by a PING answered
 // on the same connection) before that re-try, so a release is never missed
-// while the connection lives; after a reconnect every waiter re-tries. An
+// while the connection lives; after a reconnect every waiter re-tries. A
+// waiter whose client already had the lock's subscription confirmed before
+// its attempt skips that re-try, unless the channel carried a message (or
+// the connection broke) since: each channel's messages are counted, so the
+// waiter knows whether a release may have gone past before its watch. An
 // expiry publishes nothing, so waiters also wake when the holder's TTL, as
 // reported by the failed attempt, runs out.
 //

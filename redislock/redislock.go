@@ -43,7 +43,10 @@ type Backend struct {
 	prefixErr error     // a prefix that would split a lock's keys over Cluster slots
 }
 
-var _ driver.Backend = (*Backend)(nil)
+var (
+	_ driver.Backend     = (*Backend)(nil)
+	_ driver.MarkWatcher = (*Backend)(nil)
+)
 
 // An Option configures a [Backend].
 type Option func(*Backend)
@@ -373,6 +376,30 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 		return b.notify.Watch(ctx, ch)
 	}
 	return b.notify.WatchFor(ctx, ch, owner)
+}
+
+// WatchMark implements driver.MarkWatcher: the mark of the key's channel
+// on the client's shared subscription (0 when it is not live).
+func (b *Backend) WatchMark(key string) uint64 {
+	if b.check(key) != nil {
+		return 0
+	}
+	return b.notify.Mark(b.keys.Get(key).Channel)
+}
+
+// WatchSince implements driver.MarkWatcher. A refused attempt makes the
+// release of what refused it publish on the key's channel (the same
+// promise Watch rests on): if the channel was live before the attempt was
+// sent and has carried no message since, the watch misses no such release.
+func (b *Backend) WatchSince(ctx context.Context, key, owner string, mark uint64) (driver.Watch, bool, error) {
+	if err := b.check(key); err != nil {
+		return nil, true, err
+	}
+	w, missed, err := b.notify.WatchSince(ctx, b.keys.Get(key).Channel, owner, mark)
+	if err != nil {
+		return nil, true, err // not a typed nil in the interface
+	}
+	return w, missed, nil
 }
 
 // Inspect implements driver.Backend: a mutex or writer in one round trip,

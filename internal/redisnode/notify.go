@@ -25,6 +25,12 @@ var ErrClosed = errors.New("redisnode: notifier closed")
 // after Watch returns is therefore never missed while the connection lives.
 // When the connection breaks, go-redis re-subscribes on reconnect, and every
 // watcher is woken once, since a release may have been missed meanwhile.
+//
+// Each channel counts what it has heard: every message, and every break of
+// the connection, moves its mark (see [Notifier.Mark]). A waiter that took
+// the mark before an attempt learns from [Notifier.WatchSince] whether a
+// release may have gone past before its watch was in place, and tries
+// again only then.
 type Notifier struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration // bounds the subscription's confirmation
@@ -35,6 +41,8 @@ type Notifier struct {
 	pings   map[string]chan struct{}
 	grants  map[string]string // fair waiters' handed-over grants, by owner, until taken
 	closed  bool
+	broken  bool          // the connection failed, and is not known to be back
+	marks   uint64        // the last mark given to a channel; marks are never reused
 	sweep   *time.Timer   // drops channels idle for longer than linger
 	done    chan struct{} // closed when the receive loop ends
 	nonce   atomic.Uint64
@@ -44,6 +52,7 @@ type Notifier struct {
 type channel struct {
 	watchers  map[*Watch]struct{}
 	confirmed bool
+	mark      uint64    // moves on every message and break; 0 until confirmed
 	idleSince time.Time // when the last watcher left; zero while watched
 }
 
@@ -76,7 +85,37 @@ func (n *Notifier) Watch(ctx context.Context, ch string) (*Watch, error) {
 // WatchFor is Watch for the fair waiter owner: the watch fires on messages
 // that name owner or name nobody, not on those naming another waiter.
 func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, error) {
-	return n.watch(ctx, &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)})
+	w, _, err := n.watch(ctx, &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)}, 0)
+	return w, err
+}
+
+// Mark returns what ch has heard so far, for [Notifier.WatchSince]: a value
+// that moves on every message and every break of the connection, and is
+// never given again once it moved. It is 0 when ch is not subscribed, or
+// not known to be live.
+func (n *Notifier) Mark(ch string) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st := n.chans[ch]; st != nil && st.confirmed && !n.broken && !n.closed {
+		return st.mark
+	}
+	return 0
+}
+
+// WatchSince is WatchFor for a waiter that took mark from [Notifier.Mark]
+// before it sent an attempt. missed reports whether a message may have
+// come on ch since then that the watch did not get: ch was not live when
+// the mark was taken, or it has heard something since, or its connection
+// broke. When missed is false, the subscription was live before the
+// attempt was sent, and every message since fires the watch.
+func (n *Notifier) WatchSince(ctx context.Context, ch, owner string, mark uint64) (w *Watch, missed bool, err error) {
+	return n.watch(ctx, &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)}, mark)
+}
+
+// nextMark returns a mark no channel had before. n.mu is held.
+func (n *Notifier) nextMark() uint64 {
+	n.marks++
+	return n.marks
 }
 
 // WatchMessages is Watch for a waiter that reads what the messages say:
@@ -85,15 +124,19 @@ func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, erro
 // reconnect an empty message stands for the releases that may have been
 // missed.
 func (n *Notifier) WatchMessages(ctx context.Context, ch string) (*Watch, error) {
-	return n.watch(ctx, &Watch{n: n, ch: ch, m: make(chan string, 1)})
+	w, _, err := n.watch(ctx, &Watch{n: n, ch: ch, m: make(chan string, 1)}, 0)
+	return w, err
 }
 
-func (n *Notifier) watch(ctx context.Context, w *Watch) (*Watch, error) {
+// watch registers w, subscribing its channel if need be, and reports
+// whether the channel may have heard a message since mark (see
+// WatchSince) that w did not get.
+func (n *Notifier) watch(ctx context.Context, w *Watch, mark uint64) (_ *Watch, missed bool, _ error) {
 	ch := w.ch
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		return nil, ErrClosed
+		return nil, true, ErrClosed
 	}
 	if n.ps == nil {
 		lctx, cancel := context.WithCancel(context.Background())
@@ -117,14 +160,17 @@ func (n *Notifier) watch(ctx context.Context, w *Watch) (*Watch, error) {
 			_ = n.ps.Unsubscribe(uctx, ch)
 			cancel()
 			n.mu.Unlock()
-			return nil, err
+			return nil, true, err
 		}
 	}
 	st.watchers[w] = struct{}{}
 	st.idleSince = time.Time{}
 	if st.confirmed {
+		// From here on every message of ch fires w. Nothing was missed if
+		// ch was live at mark and has heard nothing since.
+		missed = mark == 0 || st.mark != mark || n.broken
 		n.mu.Unlock()
-		return w, nil
+		return w, missed, nil
 	}
 	nonce := "distlock:" + strconv.FormatUint(n.nonce.Add(1), 10)
 	pong := make(chan struct{})
@@ -145,15 +191,16 @@ func (n *Notifier) watch(ctx context.Context, w *Watch) (*Watch, error) {
 	}
 	n.mu.Lock()
 	delete(n.pings, nonce)
-	if err == nil {
+	if err == nil && !st.confirmed {
 		st.confirmed = true
+		st.mark = n.nextMark()
 	}
 	n.mu.Unlock()
 	if err != nil {
 		w.Close()
-		return nil, err
+		return nil, true, err
 	}
-	return w, nil
+	return w, true, nil // ch was not live before: a message may have gone unheard
 }
 
 // loop reads the subscription connection until the notifier closes.
@@ -167,7 +214,17 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 			if ctx.Err() != nil {
 				return
 			}
-			broken = true
+			if !broken {
+				broken = true
+				// Until it is back, a message may go unheard: no mark
+				// holds across the break.
+				n.mu.Lock()
+				n.broken = true
+				for _, st := range n.chans {
+					st.mark = n.nextMark()
+				}
+				n.mu.Unlock()
+			}
 			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
@@ -183,6 +240,7 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 		if broken {
 			// Back after a break: a release may have gone unseen.
 			broken = false
+			n.broken = false
 			for _, st := range n.chans {
 				n.wake(st, "")
 			}
@@ -205,8 +263,10 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 // wake fires the watches of st a message with payload is for: all of them
 // when it names nobody, else the one waiter it names and the unfair
 // watchers. A message that hands the lock over to a fair waiter ('='
-// owner LF grant) leaves the grant for [Notifier.TakeGrant]. n.mu is held.
+// owner LF grant) leaves the grant for [Notifier.TakeGrant]. It moves the
+// channel's mark, whoever the message is for. n.mu is held.
 func (n *Notifier) wake(st *channel, payload string) {
+	st.mark = n.nextMark()
 	target, grant := payload, ""
 	if strings.HasPrefix(payload, "=") {
 		target, grant, _ = strings.Cut(payload[1:], "\n")
