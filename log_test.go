@@ -77,7 +77,7 @@ func TestLoggerLevelsAndSecrets(t *testing.T) {
 		return 0, driver.ErrNotHeld
 	}
 	id := distlock.NewOwnerID()
-	c := distlock.New(f, distlock.WithLogger(logger), distlock.WithTTL(300*time.Millisecond))
+	c := distlock.New(f, distlock.WithLogger(logger), distlock.WithTTL(time.Second))
 	l, err := c.Mutex("orders:42", distlock.WithOwner(id)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -272,7 +272,7 @@ func (h dropFirstReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // ValidUntil — before another client could take the key.
 func TestPausedServerEndsLease(t *testing.T) {
 	srv := testserver.StartRedis(t)
-	ttl := 500 * time.Millisecond
+	ttl := time.Second
 	c := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(ttl))
 	l, err := c.Mutex(t.Name()).TryLock(context.Background())
 	if err != nil {
@@ -286,8 +286,10 @@ func TestPausedServerEndsLease(t *testing.T) {
 	case <-time.After(ttl + 2*time.Second):
 		t.Fatalf("Done not closed %v after the server paused", ttl+2*time.Second)
 	}
-	// Done must not be later than ValidUntil (timer slack aside).
-	if late := time.Since(deadline); late > 100*time.Millisecond {
+	// Done must not be later than ValidUntil, but for a timer that fires
+	// late on a busy machine: half the TTL, where a Done that waited for
+	// the next renewal's turn would be a TTL late.
+	if late := time.Since(deadline); late > ttl/2 {
 		t.Errorf("Done closed %v after ValidUntil", late)
 	}
 	if !errors.Is(l.Err(), distlock.ErrLockLost) {
