@@ -20,20 +20,12 @@ import (
 // what a lock call costs.
 const opPing = 11
 
-// recordedSession is the session timeout of the recorded backend. A
-// waiter handed the lock takes it without a request only while the place
-// it last wrote is trusted for half its validity, at most half the
-// session timeout: with the default 6s, a run beside a CPU hog took more
-// than 3s from the waiter's last write to the hand-over once, and the
-// waiter rightly wrote its node again (setData) before taking the lock.
-const recordedSession = 30 * time.Second
-
 // recorded opens a backend whose connection records the requests it sends.
 func recorded(t *testing.T, addrs []string) (*zklock.Backend, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	conn := dial(t, addrs, recordedSession, rec.dial)
-	b := zklock.New(conn, recordedSession)
+	conn := dial(t, addrs, sessionTimeout, rec.dial)
+	b := zklock.New(conn, sessionTimeout)
 	t.Cleanup(func() { _ = b.Close() })
 	return b, rec
 }
