@@ -264,12 +264,12 @@
 // grants: state the ensemble's maxSessionTimeout with
 // [WithMaxSessionTimeout] if it is below 40s (or above, to trust more).
 // The other options are [WithRoot] (where the keys' nodes live) and
-// [WithDrift] (the clock drift allowance). A backend given a nil
+// [WithDrift] (the clock drift allowance). New returns no error for a nil
 // connection, a session timeout that is not positive or an invalid option
 // (a root ZooKeeper cannot hold, a maximum session that is not positive,
-// a nil drift function, a nil Option) returns no error from New: every
-// method then fails with an error wrapping driver.ErrInvalidBackend that
-// names it, which package distlock reports at once. A "zk://" URL
+// a nil drift function, a nil Option): every method of the backend then
+// fails with an error wrapping driver.ErrInvalidBackend that names it,
+// which package distlock reports at once. A "zk://" URL
 // (see [OpenURL]) sets the servers, the root, the session and connect
 // timeouts; the backend it opens owns its connection, learns the granted
 // session timeout from it, and closes it with the backend.
