@@ -1,8 +1,10 @@
 package etcdlock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,31 +66,122 @@ func TestCloseRace(t *testing.T) {
 	}
 }
 
-// TestEmptyNames: an empty key or owner is refused by every call that
-// takes one, with driver.ErrInvalidKey, before anything is sent.
-func TestEmptyNames(t *testing.T) {
+// TestInvalidRequest: a request that breaks the contract is refused by
+// every call that takes it, before anything is sent, with an etcdlock
+// error wrapping the contract's error for it: ErrInvalidKey for a key no
+// etcd key can stand for, ErrInvalidRequest for an empty owner, a TTL that
+// is not positive..., ErrUnsupported for what only a mutex can be.
+func TestInvalidRequest(t *testing.T) {
 	t.Parallel()
 	b := newBackend(t, etcdtest.Start(t))
-	ctx := timeout(t, 10*time.Second)
-	req := func(key, owner string) driver.Request {
-		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: time.Second}
+	ctx := timeout(t, 20*time.Second)
+	good := driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}
+	long := strings.Repeat("k", driver.MaxKeyLen+1)
+	for _, c := range []struct {
+		name string
+		edit func(r *driver.Request)
+		want error
+	}{
+		{"empty key", func(r *driver.Request) { r.Key = "" }, driver.ErrInvalidKey},
+		{"long key", func(r *driver.Request) { r.Key = long }, driver.ErrInvalidKey},
+		{"empty owner", func(r *driver.Request) { r.Owner = "" }, driver.ErrInvalidRequest},
+		{"long owner", func(r *driver.Request) { r.Owner = strings.Repeat("o", driver.MaxOwnerLen+1) }, driver.ErrInvalidRequest},
+		{"zero TTL", func(r *driver.Request) { r.TTL = 0 }, driver.ErrInvalidRequest},
+		{"unknown kind", func(r *driver.Request) { r.Kind = driver.Permit + 1 }, driver.ErrInvalidRequest},
+		{"semaphore of 0", func(r *driver.Request) { r.Kind = driver.Permit }, driver.ErrInvalidRequest},
+		{"fair reader", func(r *driver.Request) { r.Kind, r.Fair = driver.Read, true }, errors.ErrUnsupported},
+		{"re-entrant writer", func(r *driver.Request) { r.Kind, r.Reentry = driver.Write, "id" }, errors.ErrUnsupported},
+	} {
+		req := good
+		c.edit(&req)
+		if g, err := b.Acquire(ctx, req); !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "etcdlock: ") {
+			t.Errorf("Acquire with %s: %+v, %v; want an etcdlock error wrapping %q", c.name, g, err, c.want)
+		}
 	}
 	for _, c := range []struct {
 		name string
-		call func() error
+		l    driver.Lease
+		ttl  time.Duration
+		want error
 	}{
-		{"Acquire empty key", func() error { _, err := b.Acquire(ctx, req("", "o")); return err }},
-		{"Acquire empty owner", func() error { _, err := b.Acquire(ctx, req("k", "")); return err }},
-		{"Release empty key", func() error { return b.Release(ctx, req("", "o").Lease) }},
-		{"Release empty owner", func() error { return b.Release(ctx, req("k", "").Lease) }},
-		{"Refresh empty key", func() error { _, err := b.Refresh(ctx, req("", "o").Lease, time.Second); return err }},
-		{"Refresh empty owner", func() error { _, err := b.Refresh(ctx, req("k", "").Lease, time.Second); return err }},
-		{"Watch empty key", func() error { _, err := b.Watch(ctx, "", ""); return err }},
-		{"Inspect empty key", func() error { _, err := b.Inspect(ctx, ""); return err }},
-		{"Break empty key", func() error { _, err := b.Break(ctx, ""); return err }},
+		{"empty key", driver.Lease{Owner: "o"}, time.Second, driver.ErrInvalidKey},
+		{"long key", driver.Lease{Key: long, Owner: "o"}, time.Second, driver.ErrInvalidKey},
+		{"empty owner", driver.Lease{Key: "k"}, time.Second, driver.ErrInvalidRequest},
+		{"long owner", driver.Lease{Key: "k", Owner: strings.Repeat("o", driver.MaxOwnerLen+1)}, time.Second, driver.ErrInvalidRequest},
+		{"unknown kind", driver.Lease{Key: "k", Owner: "o", Kind: driver.Permit + 1}, time.Second, driver.ErrInvalidRequest},
+		{"zero TTL", driver.Lease{Key: "k", Owner: "o"}, 0, driver.ErrInvalidRequest},
 	} {
-		if err := c.call(); !errors.Is(err, driver.ErrInvalidKey) {
-			t.Errorf("%s: %v; want driver.ErrInvalidKey", c.name, err)
+		if c.ttl > 0 {
+			if err := b.Release(ctx, c.l); !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "etcdlock: ") {
+				t.Errorf("Release with %s: %v; want an etcdlock error wrapping %q", c.name, err, c.want)
+			}
 		}
+		if _, err := b.Refresh(ctx, c.l, c.ttl); !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "etcdlock: ") {
+			t.Errorf("Refresh with %s: %v; want an etcdlock error wrapping %q", c.name, err, c.want)
+		}
+	}
+	for _, key := range []string{"", long} {
+		check := func(method string, err error) {
+			t.Helper()
+			if !errors.Is(err, driver.ErrInvalidKey) {
+				t.Errorf("%s of a key of %d bytes: %v; want ErrInvalidKey", method, len(key), err)
+			}
+		}
+		_, err := b.Inspect(ctx, key)
+		check("Inspect", err)
+		_, err = b.Break(ctx, key)
+		check("Break", err)
+		w, err := b.Watch(ctx, key, "")
+		if w != nil {
+			_ = w.Close()
+		}
+		check("Watch", err)
+	}
+}
+
+// TestInvalidOption: a backend given an invalid option fails every
+// method at once with an error wrapping ErrInvalidBackend that names the
+// option; the option is never ignored, nor kept to fail later.
+func TestInvalidOption(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t)
+	ctx := timeout(t, 30*time.Second)
+	req := driver.Request{Lease: driver.Lease{Key: uniqueKey("invalid-option"), Owner: "o"}, TTL: 5 * time.Second}
+	for _, o := range []struct {
+		name, says string
+		opts       []etcdlock.Option
+	}{
+		{"nil drift", "WithDrift(nil)", []etcdlock.Option{etcdlock.WithDrift(nil)}},
+		{"nil option", "nil Option", []etcdlock.Option{nil}},
+		{"first invalid option", "nil Option", []etcdlock.Option{etcdlock.WithPrefix("p/"), nil, etcdlock.WithDrift(nil)}},
+	} {
+		b := newBackend(t, c, o.opts...)
+		check := func(method string, err error) {
+			t.Helper()
+			if !errors.Is(err, distlock.ErrInvalidBackend) || !strings.HasPrefix(err.Error(), "etcdlock: ") || !strings.Contains(err.Error(), o.says) {
+				t.Errorf("%s: %s: %v; want an etcdlock error wrapping ErrInvalidBackend that says %q", o.name, method, err, o.says)
+			}
+		}
+		_, err := b.Acquire(ctx, req)
+		check("Acquire", err)
+		check("Release", b.Release(ctx, req.Lease))
+		_, err = b.Refresh(ctx, req.Lease, time.Second)
+		check("Refresh", err)
+		_, err = b.Inspect(ctx, "k")
+		check("Inspect", err)
+		_, err = b.List(ctx, "")
+		check("List", err)
+		_, err = b.Break(ctx, "k")
+		check("Break", err)
+		w, err := b.Watch(ctx, "k", "")
+		if w != nil {
+			_ = w.Close()
+		}
+		check("Watch", err)
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := distlock.New(b).Mutex("k").Lock(lctx); !errors.Is(err, distlock.ErrInvalidBackend) || lctx.Err() != nil {
+			t.Errorf("%s: Lock: %v (ctx: %v); want ErrInvalidBackend at once", o.name, err, lctx.Err())
+		}
+		cancel()
 	}
 }

@@ -7,7 +7,7 @@
 // Use it with [New] on a *clientv3.Client, or import it for its side
 // effect and open an etcd:// URL with distlock.Open (see [OpenURL]).
 //
-// # How locks are kept
+// # How it works
 //
 // A holding is an etcd key under the lock's prefix, attached to an etcd
 // lease (the holds of a re-entrant lock share one: see below). Holdings
@@ -122,6 +122,18 @@
 // survives if its TTL leaves time for the election, and a waiter woken
 // meanwhile is not held up by a request of its own that hangs.
 //
+// # Fencing tokens
+//
+// A holding's token is the create revision of its key, which etcd's Raft
+// log assigns: a later holding's key is created at a higher revision, so
+// tokens strictly increase per key, across leader changes and restarts.
+// Tokens are etcd revisions, so they grow with every write to the cluster,
+// not by one per holding; package fence works with them unchanged. The
+// holds of a re-entrant lock share one token, the create revision of its
+// identity's anchor (see below). While a key is free, Inspect reports the
+// last released holding's token for as long as the release's receipt
+// lasts, and 0 after that.
+//
 // # Re-entrant locks
 //
 // A re-entrant lock (distlock.WithOwner, distlock.ContextWithOwner) is an
@@ -190,6 +202,17 @@
 //	Inspect TTL          etcd's whole seconds          the longest remaining lease of the holders
 //	state reclaimed      every key on a lease          none left within the lease's TTL and 10 s of the last release
 //
-// Tokens are etcd revisions, so they grow with every write to the cluster,
-// not by one per holding; package fence works with them unchanged.
+// # Client settings
+//
+// [New] takes a *clientv3.Client that the caller keeps: Close stops the
+// backend's keep-alives and watches, not the client. Its options are
+// [WithPrefix] (the string before every key the backend writes: clients
+// that share locks use the same), [WithDrift] (the clock drift allowance)
+// and [WithCallTimeout] (the bound of each call). New returns no error: a
+// nil client or an invalid option (a nil drift function, a nil Option)
+// makes every method fail with an error wrapping driver.ErrInvalidBackend
+// that names it, which package distlock reports at once; so does a
+// closed backend. An "etcd://" URL (see [OpenURL]) sets the endpoints,
+// the credentials, the prefix and the dial timeout; the backend it opens
+// owns its client and closes it with the backend.
 package etcdlock

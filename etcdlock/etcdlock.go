@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,14 +42,16 @@ const receiptTTL = 10
 var beforeIssue atomic.Pointer[func(key string)]
 
 // Backend is a distlock backend on an etcd cluster. Its methods may be
-// called concurrently. The methods of a nil *Backend, or of one on a nil
-// client, return an error wrapping distlock.ErrInvalidBackend.
+// called concurrently. The methods of a nil *Backend, of one on a nil
+// client or given an invalid option, and of a closed one, return an error
+// wrapping driver.ErrInvalidBackend.
 type Backend struct {
 	cli         *clientv3.Client
 	prefix      string
 	drift       func(time.Duration) time.Duration
 	ownClient   bool // opened from a URL: closed with the backend
 	callTimeout time.Duration
+	opts        driver.OptionCheck // the first invalid option, if any
 
 	ctx    context.Context // ends with Close: keep-alives, watches
 	cancel context.CancelFunc
@@ -79,9 +79,17 @@ type Option func(*Backend)
 func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 
 // WithDrift sets the clock drift allowance subtracted from a lease's TTL to
-// get its local validity (default driver.DefaultDrift: 1% + 2ms).
+// get its local validity (default driver.DefaultDrift: 1% + 2ms). A nil
+// f makes every method fail with an error wrapping
+// driver.ErrInvalidBackend.
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
-	return func(b *Backend) { b.drift = f }
+	return func(b *Backend) {
+		if f == nil {
+			b.opts.Invalid("etcdlock", "WithDrift(nil)", "want a drift function")
+			return
+		}
+		b.drift = f
+	}
 }
 
 // WithCallTimeout bounds each call of the backend (default
@@ -94,14 +102,16 @@ func WithCallTimeout(d time.Duration) Option { return func(b *Backend) { b.callT
 
 // New returns a backend on cli. The caller keeps ownership of cli: Close
 // stops the backend's keep-alives and watches, not cli, and does not
-// release held locks (their leases run out).
+// release held locks (their leases run out). An invalid option makes
+// every method fail with an error wrapping driver.ErrInvalidBackend.
 func New(cli *clientv3.Client, opts ...Option) *Backend {
 	b := &Backend{cli: cli, prefix: DefaultPrefix, drift: driver.DefaultDrift, leases: make(map[int64]*lease), id: newID()}
 	for _, opt := range opts {
+		if opt == nil {
+			b.opts.Invalid("etcdlock", "New", "a nil Option")
+			continue
+		}
 		opt(b)
-	}
-	if b.drift == nil {
-		b.drift = driver.DefaultDrift
 	}
 	if b.callTimeout <= 0 {
 		b.callTimeout = DefaultCallTimeout
@@ -119,10 +129,14 @@ func newID() string {
 	return base64.RawURLEncoding.EncodeToString(id[:]) + "."
 }
 
-// check fails on a backend that cannot work, or a closed one.
+// check fails on a backend that cannot work (see [driver.OptionCheck]),
+// or a closed one.
 func (b *Backend) check() error {
 	if b == nil || b.cli == nil {
 		return errNilClient
+	}
+	if err := b.opts.Err(); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -142,13 +156,11 @@ func (b *Backend) call(ctx context.Context, ttl time.Duration) (context.Context,
 	return context.WithTimeout(ctx, d)
 }
 
-// checkKey refuses a key or owner the backend cannot name (empty).
-func checkKey(op, key, owner string, hasOwner bool) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("etcdlock: %s: empty key: %w", op, driver.ErrInvalidKey)
-	case hasOwner && owner == "":
-		return fmt.Errorf("etcdlock: %s %q: empty owner: %w", op, key, driver.ErrInvalidKey)
+// checkKey refuses a key that no etcd key can stand for, for the methods
+// given a key alone (Watch, Inspect, Break): the contract's key check.
+func checkKey(op, key string) error {
+	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+		return fmt.Errorf("etcdlock: %s: %w", op, err)
 	}
 	return nil
 }
@@ -342,22 +354,15 @@ func (b *Backend) takeTurn(req driver.Request, own string, start time.Time) (dri
 	return driver.Grant{Acquired: true, Token: uint64(rev), Lost: lost, ValidFor: valid}, true
 }
 
+// checkRequest refuses a request before anything is sent: from a backend
+// that cannot work, or one that breaks the contract or asks for what the
+// backend does not offer.
 func (b *Backend) checkRequest(req driver.Request) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	if err := checkKey("acquire", req.Key, req.Owner, true); err != nil {
-		return err
-	}
-	switch {
-	case req.TTL <= 0:
-		return fmt.Errorf("etcdlock: TTL %v is not positive", req.TTL)
-	case req.Kind > driver.Permit:
-		return fmt.Errorf("etcdlock: unknown lock kind %d", req.Kind)
-	case req.Kind == driver.Permit && req.Limit < 1:
-		return fmt.Errorf("etcdlock: a semaphore of %d permits", req.Limit)
-	case req.Reentry != "" && req.Kind != driver.Exclusive:
-		return fmt.Errorf("etcdlock: re-entrant locks are exclusive: %w", errors.ErrUnsupported)
+	if err := req.Validate(b.Capabilities()); err != nil {
+		return fmt.Errorf("etcdlock: acquire: %w", err)
 	}
 	return nil
 }
@@ -665,8 +670,8 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.check(); err != nil {
 		return err
 	}
-	if err := checkKey("release", l.Key, l.Owner, true); err != nil {
-		return err
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("etcdlock: release: %w", err)
 	}
 	ctx, cancel := b.call(ctx, 0)
 	defer cancel()
@@ -825,11 +830,8 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	if err := checkKey("refresh", l.Key, l.Owner, true); err != nil {
-		return 0, err
-	}
-	if ttl <= 0 {
-		return 0, fmt.Errorf("etcdlock: TTL %v is not positive", ttl)
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("etcdlock: refresh: %w", err)
 	}
 	ctx, cancel := b.call(ctx, ttl)
 	defer cancel()
@@ -922,251 +924,11 @@ func (b *Backend) refresh(ctx context.Context, l driver.Lease, k keys, ls *lease
 	return driver.ErrNotHeld // waiting in line, not holding
 }
 
-// Inspect implements driver.Backend. The remaining lease it reports is
-// the etcd lease's, in whole seconds as etcd counts them.
-func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := b.check(); err != nil {
-		return driver.Info{}, err
-	}
-	if err := checkKey("inspect", key, "", false); err != nil {
-		return driver.Info{}, err
-	}
-	ctx, cancel := b.call(ctx, 0)
-	defer cancel()
-	k := b.keys(key, "", driver.Exclusive, 0)
-	const (
-		inspectedLine     = 0 // the key's line, in order
-		inspectedReceipts = 1 // the receipts of its releases
-		inspectedHolds    = 2 // the holds of its re-entrant leases
-	)
-	resp, err := b.cli.Txn(ctx).Then(
-		clientv3.OpGet(k.lock, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-		clientv3.OpGet(k.receipts(), clientv3.WithPrefix()),
-		clientv3.OpGet(k.holds, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-	).Commit()
-	if err != nil {
-		return driver.Info{}, fmt.Errorf("etcdlock: inspect %q: %w", key, err)
-	}
-	holds := holders(k, resp.Responses[inspectedLine].GetResponseRange().Kvs)
-	if len(holds) == 0 {
-		// The last token, while the receipts of its release last.
-		var token uint64
-		for _, kv := range resp.Responses[inspectedReceipts].GetResponseRange().Kvs {
-			if t, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
-				token = max(token, t)
-			}
-		}
-		return driver.Info{Token: token}, nil
-	}
-	return b.describe(ctx, k, key, holds, resp.Responses[inspectedHolds].GetResponseRange().Kvs, make(map[int64]time.Duration))
-}
-
-// describe returns the Info of a key held by holds, in line order;
-// nested are the hold keys of its re-entrant leases (k.holds). ttls
-// caches the remaining time of the leases seen.
-func (b *Backend) describe(ctx context.Context, k keys, key string, holds, nested []*mvccpb.KeyValue, ttls map[int64]time.Duration) (driver.Info, error) {
-	newest := holds[len(holds)-1]
-	var h holding
-	if err := json.Unmarshal(newest.Value, &h); err != nil {
-		return driver.Info{}, fmt.Errorf("etcdlock: inspect %q: a holding of another format: %w", key, err)
-	}
-	if h.Meta == nil {
-		h.Meta = make(map[string]string, 1)
-	}
-	h.Meta["since"] = strconv.FormatInt(h.Since, 10)
-	info := driver.Info{Held: true, Kind: h.Kind, Token: uint64(newest.CreateRevision), Holds: len(holds), Meta: h.Meta}
-	if h.Kind == driver.Permit {
-		info.Limit = k.permitLimit(newest.Key)
-	}
-	if k.isAnchor(newest) {
-		// A re-entrant lease: its holds are the hold keys put since its
-		// anchor (older ones are of a lease that was deleted).
-		info.Holds = 0
-		for _, kv := range nested {
-			if kv.CreateRevision >= newest.CreateRevision {
-				info.Holds++
-			}
-		}
-		info.Holds = max(1, info.Holds)
-	}
-	asked := 0
-	for _, kv := range holds {
-		left, seen := ttls[kv.Lease]
-		if !seen && asked < 4 { // enough to find the longest in practice
-			asked++
-			ttl, err := b.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-			if err != nil {
-				return driver.Info{}, fmt.Errorf("etcdlock: inspect %q: %w", key, err)
-			}
-			left = time.Duration(ttl.TTL) * time.Second
-			ttls[kv.Lease] = left
-		}
-		info.TTL = max(info.TTL, left)
-	}
-	info.TTL = max(info.TTL, time.Millisecond) // held: a lease ending within the second
-	return info, nil
-}
-
-// List implements driver.Backend. It reads every holding and waiter of
-// the keys under prefix in one request.
-func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
-	if err := b.check(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := b.call(ctx, 0)
-	defer cancel()
-	root, holdRoot := b.prefix+"lock/", b.prefix+"hold/"
-	const (
-		listedLines = 0 // the keys' lines
-		listedHolds = 1 // the holds of their re-entrant leases
-	)
-	resp, err := b.cli.Txn(ctx).Then(
-		clientv3.OpGet(root+url.PathEscape(prefix), clientv3.WithPrefix()),
-		clientv3.OpGet(holdRoot+url.PathEscape(prefix), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-	).Commit()
-	if err != nil {
-		return nil, fmt.Errorf("etcdlock: list %q: %w", prefix, err)
-	}
-	byKey := groupByKey(root, resp.Responses[listedLines].GetResponseRange().Kvs)
-	nested := groupByKey(holdRoot, resp.Responses[listedHolds].GetResponseRange().Kvs)
-	var list []driver.KeyInfo
-	ttls := make(map[int64]time.Duration)
-	for esc, kvs := range byKey {
-		key, err := url.PathUnescape(esc)
-		if err != nil || !strings.HasPrefix(key, prefix) {
-			continue // not a key this package wrote
-		}
-		slices.SortFunc(kvs, func(x, y *mvccpb.KeyValue) int { return cmp.Compare(x.CreateRevision, y.CreateRevision) })
-		k := b.keys(key, "", driver.Exclusive, 0)
-		holds := holders(k, kvs)
-		if len(holds) == 0 {
-			continue
-		}
-		info, err := b.describe(ctx, k, key, holds, nested[esc], ttls)
-		if err != nil {
-			return nil, err
-		}
-		list = append(list, driver.KeyInfo{Key: key, Info: info})
-	}
-	slices.SortFunc(list, func(x, y driver.KeyInfo) int { return strings.Compare(x.Key, y.Key) })
-	return list, nil
-}
-
-// groupByKey groups kvs, keys under root, by the escaped lock key that
-// follows root.
-func groupByKey(root string, kvs []*mvccpb.KeyValue) map[string][]*mvccpb.KeyValue {
-	byKey := make(map[string][]*mvccpb.KeyValue)
-	for _, kv := range kvs {
-		rest := string(kv.Key[len(root):])
-		i := strings.IndexByte(rest, '/')
-		if i < 0 {
-			continue
-		}
-		byKey[rest[:i]] = append(byKey[rest[:i]], kv)
-	}
-	return byKey
-}
-
-// Break implements driver.Backend: it deletes the keys of the holdings,
-// and keeps the waiters' places in line. Tokens, being revisions, only
-// grow.
-func (b *Backend) Break(ctx context.Context, key string) (driver.Info, error) {
-	if err := b.check(); err != nil {
-		return driver.Info{}, err
-	}
-	if err := checkKey("break", key, "", false); err != nil {
-		return driver.Info{}, err
-	}
-	ctx, cancel := b.call(ctx, 0)
-	defer cancel()
-	k := b.keys(key, "", driver.Exclusive, 0)
-	const (
-		brokenLine  = 0 // the key's line, in order
-		brokenHolds = 1 // the holds of its re-entrant leases
-	)
-	resp, err := b.cli.Txn(ctx).Then(
-		clientv3.OpGet(k.lock, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-		clientv3.OpGet(k.holds, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-	).Commit()
-	if err != nil {
-		return driver.Info{}, fmt.Errorf("etcdlock: break %q: %w", key, err)
-	}
-	holds := holders(k, resp.Responses[brokenLine].GetResponseRange().Kvs)
-	if len(holds) == 0 {
-		return b.Inspect(ctx, key)
-	}
-	info, err := b.describe(ctx, k, key, holds, resp.Responses[brokenHolds].GetResponseRange().Kvs, make(map[int64]time.Duration))
-	if err != nil {
-		return driver.Info{}, err
-	}
-	var cmps []clientv3.Cmp
-	var dels []clientv3.Op
-	for _, kv := range holds {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision))
-		del := clientv3.OpDelete(string(kv.Key))
-		if k.isAnchor(kv) { // a re-entrant lease: its holds go with it
-			del = clientv3.OpTxn(nil, []clientv3.Op{del, clientv3.OpDelete(k.holds, clientv3.WithPrefix())}, nil)
-		}
-		dels = append(dels, del)
-	}
-	// Only the holdings read: if one left meanwhile, delete the others
-	// one by one.
-	tr, err := b.cli.Txn(ctx).If(cmps...).Then(dels...).Commit()
-	if err == nil && !tr.Succeeded {
-		for i := range holds {
-			if _, err = b.cli.Txn(ctx).If(cmps[i]).Then(dels[i]).Commit(); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		return driver.Info{}, fmt.Errorf("etcdlock: break %q: %w", key, err)
-	}
-	return info, nil
-}
-
-// holders returns, of the keys of a lock in line order, those that hold
-// it: the first writer, or the readers before the first writer, or the
-// permits (which never wait in line). Keys this package does not write
-// under the lock (an operator's, another program's), which name no kind
-// of holding and an owner, are passed over.
-func holders(k keys, kvs []*mvccpb.KeyValue) []*mvccpb.KeyValue {
-	kind := func(kv *mvccpb.KeyValue) string {
-		if rest := kv.Key[len(k.lock):]; len(rest) > 2 {
-			switch s := string(rest[:2]); s {
-			case "m/", "w/", "r/", "p/":
-				return s
-			}
-		}
-		return ""
-	}
-	line := make([]*mvccpb.KeyValue, 0, len(kvs))
-	for _, kv := range kvs {
-		if kind(kv) != "" {
-			line = append(line, kv)
-		}
-	}
-	if len(line) == 0 {
-		return nil
-	}
-	switch kind(line[0]) {
-	case "m/", "w/":
-		return line[:1]
-	case "r/":
-		for i, kv := range line {
-			if kind(kv) != "r/" {
-				return line[:i]
-			}
-		}
-	}
-	return line
-}
-
 // Close implements driver.Backend: it stops the keep-alives of the
 // backend's leases, its watches and its key deadlines, and waits for
 // them. Held locks are not released: their leases run out. A client the
 // backend opened from a URL is closed. Calls after Close return an error
-// wrapping distlock.ErrInvalidBackend (and calls under way may); closing
+// wrapping driver.ErrInvalidBackend (and calls under way may); closing
 // again does nothing.
 func (b *Backend) Close() error {
 	if b == nil || b.cli == nil {

@@ -10,12 +10,12 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 )
 
 var (
-	errNilClient = fmt.Errorf("etcdlock: nil *Backend or etcd client: %w", distlock.ErrInvalidBackend)
-	errClosed    = fmt.Errorf("etcdlock: backend closed: %w", distlock.ErrInvalidBackend)
+	errNilClient = fmt.Errorf("etcdlock: nil *Backend or etcd client: %w", driver.ErrInvalidBackend)
+	errClosed    = fmt.Errorf("etcdlock: backend closed: %w", driver.ErrInvalidBackend)
 
 	// errLeaseGone says that a request named a lease etcd no longer has:
 	// the caller gets a new lease and tries again, once.

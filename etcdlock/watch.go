@@ -46,8 +46,8 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	if err := b.check(); err != nil {
 		return nil, err
 	}
-	if key == "" {
-		return nil, fmt.Errorf("etcdlock: watch: empty key: %w", driver.ErrInvalidKey)
+	if err := checkKey("watch", key); err != nil {
+		return nil, err
 	}
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
 	w := &watch{b: b, k: b.keys(key, owner, driver.Exclusive, 0), owner: owner, c: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}

@@ -8,9 +8,9 @@
 //
 // or distlock.Open(ctx, "zk://zk1:2181,zk2:2181,zk3:2181/distlock").
 //
-// # Nodes
+// # How it works
 //
-// A key (1 to distlock.MaxKeyLen bytes, any bytes) is a node under the
+// A key (1 to driver.MaxKeyLen bytes, any bytes) is a node under the
 // root (default [DefaultRoot]; the key's bytes other than letters, digits,
 // '_', ':' and '-' are escaped as %XX, so every key makes a valid znode
 // name), whose
@@ -124,6 +124,17 @@
 // acquisition stays idempotent per owner and no orphan blocks the lock
 // until the session ends (Curator's "protected" mode).
 //
+// # Fencing tokens
+//
+// A holding's token is its node's creation zxid, read from the same
+// transaction that creates the node. Zxids are assigned by the ensemble's
+// log: they increase across every key, and survive server restarts and
+// leader changes, so a new holder's token is above every earlier one's.
+// When a key is free, Inspect reports the last released holding's token,
+// kept in the key's node until the node is reclaimed (see below), and 0
+// after that. A zxid carries the leader's epoch in its high 32 bits, so
+// tokens are large numbers (below 2^63) that jump at each leader change.
+//
 // # Re-entrant locks
 //
 // A re-entrant lease (a mutex locked with a distlock.OwnerID) is one node
@@ -146,17 +157,6 @@
 // takes its turn, the identity's node keeping its place in line as a fair
 // waiter's does, and each further hold of the identity, while it holds,
 // is granted at once, ahead of the waiters behind it.
-//
-// # Fencing tokens
-//
-// A holding's token is its node's creation zxid, read from the same
-// transaction that creates the node. Zxids are assigned by the ensemble's
-// log: they increase across every key, and survive server restarts and
-// leader changes, so a new holder's token is above every earlier one's.
-// When a key is free, Inspect reports the last released holding's token,
-// kept in the key's node until the node is reclaimed (see below), and 0
-// after that. A zxid carries the leader's epoch in its high 32 bits, so
-// tokens are large numbers (below 2^63) that jump at each leader change.
 //
 // # Reclaimed state
 //
@@ -247,10 +247,6 @@
 //	                               ends at its TTL, not with a session (so mutual exclusion
 //	                               rests on the leader's clock as for a lapsed lease)
 //
-// The session timeout given to [New] must not exceed the one the ensemble
-// grants: state the ensemble's maxSessionTimeout with
-// [WithMaxSessionTimeout] if it is below 40s (or above, to trust more).
-//
 // # The race detector
 //
 // go-zookeeper v1.0.4 has a data race of its own: when a connection is
@@ -259,4 +255,22 @@
 // (samuel/go-zookeeper#260). A program built with -race that reconnects
 // under load can report it. It is in the client's bookkeeping, not in this
 // package, which is why this repository tests zklock without -race.
+//
+// # Client settings
+//
+// [New] takes a connected *zk.Conn and the session timeout given to
+// zk.Connect; the connection is the caller's, and Close leaves it open. The
+// session timeout given to New must not exceed the one the ensemble
+// grants: state the ensemble's maxSessionTimeout with
+// [WithMaxSessionTimeout] if it is below 40s (or above, to trust more).
+// The other options are [WithRoot] (where the keys' nodes live) and
+// [WithDrift] (the clock drift allowance). New returns no error for a nil
+// connection, a session timeout that is not positive or an invalid option
+// (a root ZooKeeper cannot hold, a maximum session that is not positive,
+// a nil drift function, a nil Option): every method of the backend then
+// fails with an error wrapping driver.ErrInvalidBackend that names it,
+// which package distlock reports at once. A "zk://" URL
+// (see [OpenURL]) sets the servers, the root, the session and connect
+// timeouts; the backend it opens owns its connection, learns the granted
+// session timeout from it, and closes it with the backend.
 package zklock

@@ -297,8 +297,16 @@ func holderClient(t *testing.T, holderAddrs []string) *distlock.Client {
 
 // testSafeLoss: the holder, on client holderC whose session the ensemble
 // expires after session, is cut off by fault for longer than that. Its
-// Done closes by its deadline, and another client gets the lock once the
-// session expired: after the holder's Done, never before.
+// lease ends at its deadline (Err says so from then on, whether or not its
+// timer ran yet) and its Done closes, and another client gets the lock
+// once the session expired: after the holder's deadline, never before, and
+// when it does the holder knows its lease ended.
+//
+// When Done closes is not checked against the deadline: its timer's
+// goroutine runs when the machine schedules it, which under load can be
+// more than half a second late (a run beside a CPU hog saw 686ms); a
+// holder that must stop in time checks Err or its Context, which look at
+// the deadline.
 func testSafeLoss(t *testing.T, addrs []string, holderC *distlock.Client, session time.Duration, fault, heal func()) {
 	key := "safe-loss-" + t.Name()
 	holder, err := holderC.Mutex(key).Lock(ctxFor(t, 10*time.Second))
@@ -314,8 +322,11 @@ func testSafeLoss(t *testing.T, addrs []string, holderC *distlock.Client, sessio
 	other := distlock.New(newBackend(t, addrs, sessionTimeout), distlock.WithTTL(10*time.Second)).Mutex(key)
 	faultAt := time.Now()
 	fault()
-	deadline := holder.ValidUntil() // no renewal moves it from now on
-	got := make(chan time.Time, 1)
+	type grant struct {
+		at        time.Time
+		holderErr error // the holder's Err when the other client got the lock
+	}
+	got := make(chan grant, 1)
 	go func() {
 		l, err := other.Lock(ctxFor(t, 30*time.Second))
 		if err != nil {
@@ -323,33 +334,43 @@ func testSafeLoss(t *testing.T, addrs []string, holderC *distlock.Client, sessio
 			close(got)
 			return
 		}
-		got <- time.Now()
+		got <- grant{time.Now(), holder.Err()}
 		_ = l.Unlock(context.Background())
 	}()
+	// A renewal whose reply was on its way when the fault came may still
+	// move the deadline; none can once it has passed.
+	deadline := holder.ValidUntil()
+	for {
+		time.Sleep(time.Until(deadline))
+		d := holder.ValidUntil()
+		if !d.After(deadline) {
+			break
+		}
+		deadline = d
+	}
+	if err := holder.Err(); !errors.Is(err, distlock.ErrLockLost) {
+		t.Errorf("holder's Err() at its deadline = %v; want ErrLockLost", err)
+	}
 	select {
 	case <-holder.Done():
-	case <-time.After(time.Until(deadline) + 2*time.Second):
-		t.Fatalf("holder's Done not closed 2s after its deadline")
-	}
-	doneAt := time.Now()
-	if late := doneAt.Sub(deadline); late > 500*time.Millisecond {
-		t.Errorf("holder's Done closed %v after its deadline", late)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("holder's Done not closed 10s after its deadline")
 	}
 	if !errors.Is(holder.Err(), distlock.ErrLockLost) {
 		t.Errorf("holder's Err() = %v; want ErrLockLost", holder.Err())
 	}
-	at, ok := <-got
+	g, ok := <-got
 	if !ok {
 		return
 	}
-	if !at.After(doneAt) {
-		t.Errorf("another client got the lock %v before the holder's Done closed", doneAt.Sub(at))
+	if !errors.Is(g.holderErr, distlock.ErrLockLost) {
+		t.Errorf("another client got the lock while the holder's Err() was %v; want ErrLockLost", g.holderErr)
 	}
 	// The ensemble expires the session a session timeout after it last
 	// heard from the client, which may be a ping shortly before the
 	// fault: what must hold is that the holder's deadline came first.
-	if at.Before(deadline) {
-		t.Errorf("another client got the lock %v after the fault, %v before the holder's deadline", at.Sub(faultAt), deadline.Sub(at))
+	if g.at.Before(deadline) {
+		t.Errorf("another client got the lock %v after the fault, %v before the holder's deadline", g.at.Sub(faultAt), deadline.Sub(g.at))
 	}
 	heal()
 	healed = true

@@ -30,7 +30,7 @@ const reentryRounds = 10
 // finds the identity's node, and makes none when it would be refused.
 func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 	parent := b.linePath(req.Key)
-	lk := lease{req.Key, req.Owner}
+	lk := req.ID()
 	rh, oh := reentryHash(req.Reentry), ownerHash(req.Owner)
 	made := "" // the node this call made as a holding, if any
 	// The line is read before this call writes anything, so the server may
@@ -145,7 +145,7 @@ func (b *Backend) acquireReentrant(req driver.Request) (driver.Grant, error) {
 // createReentrant makes the identity's node, as a holding if the line is
 // empty, else as a place in line if the request keeps one. done is false
 // when the caller should look at the line again.
-func (b *Backend) createReentrant(lk lease, req driver.Request, parent, rh, oh string, kids []child) (g driver.Grant, done bool, err error) {
+func (b *Backend) createReentrant(lk driver.LeaseID, req driver.Request, parent, rh, oh string, kids []child) (g driver.Grant, done bool, err error) {
 	blocked := len(kids) > 0
 	if blocked && req.Queue <= 0 {
 		return b.refuseReentrant(lk, parent, kids)
@@ -163,7 +163,7 @@ func (b *Backend) createReentrant(lk lease, req driver.Request, parent, rh, oh s
 
 // refuseReentrant ends an attempt that keeps no place and is blocked by
 // the nodes bs, after clearing the lapsed ones (done false: look again).
-func (b *Backend) refuseReentrant(lk lease, parent string, bs []child) (g driver.Grant, done bool, err error) {
+func (b *Backend) refuseReentrant(lk driver.LeaseID, parent string, bs []child) (g driver.Grant, done bool, err error) {
 	var now, head int64
 	if len(bs) > 0 {
 		head = bs[0].seq // bs is the line from its start
@@ -183,7 +183,7 @@ func (b *Backend) refuseReentrant(lk lease, parent string, bs []child) (g driver
 // hold if the node heads the line, else as a waiter keeping its place
 // (req.Queue > 0); an attempt that keeps no place leaves it. done is
 // false when the caller should look at the line again.
-func (b *Backend) joinReentrant(lk lease, req driver.Request, parent, rh, oh string, kids []child, i int) (g driver.Grant, done bool, err error) {
+func (b *Backend) joinReentrant(lk driver.LeaseID, req driver.Request, parent, rh, oh string, kids []child, i int) (g driver.Grant, done bool, err error) {
 	path := parent + "/" + kids[i].name
 	raw, st, err := b.conn.Get(path)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -339,7 +339,7 @@ func (b *Backend) removeHold(parent, path, oh string, granted bool) (listed, hol
 
 // releaseReentrant is release for a hold of a re-entrant lease, e.
 func (b *Backend) releaseReentrant(l driver.Lease, parent string, e node) error {
-	lk := lease{l.Key, l.Owner}
+	lk := l.ID()
 	path := e.path
 	if path == "" {
 		var err error
@@ -372,8 +372,8 @@ func (b *Backend) releaseReentrant(l driver.Lease, parent string, e node) error 
 // refreshReentrant is Refresh for a hold of a re-entrant lease, e: it
 // sets the hold's lease to ttl, which restarts the node's lease (the
 // longest of its holds').
-func (b *Backend) refreshReentrant(lk lease, parent string, e node, ttl time.Duration) (time.Duration, error) {
-	oh := ownerHash(lk.owner)
+func (b *Backend) refreshReentrant(lk driver.LeaseID, parent string, e node, ttl time.Duration) (time.Duration, error) {
+	oh := ownerHash(lk.Owner)
 	path := e.path
 	if path == "" {
 		var err error

@@ -75,6 +75,10 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 }
 
+// TestNewInvalid: a backend given an invalid argument or option, a nil
+// one and a closed one fail every method at once with an error wrapping
+// ErrInvalidBackend that names what is wrong; an invalid option is never
+// ignored or kept to fail later.
 func TestNewInvalid(t *testing.T) {
 	ctx := context.Background()
 	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogger(quiet{}))
@@ -82,24 +86,137 @@ func TestNewInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	closed := zklock.New(conn, time.Second)
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
 	req := driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}
-	for name, b := range map[string]*zklock.Backend{
-		"nil conn":          zklock.New(nil, time.Second),
-		"nil backend":       nil,
-		"relative root":     zklock.New(conn, time.Second, zklock.WithRoot("locks")),
-		"root with ..":      zklock.New(conn, time.Second, zklock.WithRoot("/a/../b")),
-		"reserved root":     zklock.New(conn, time.Second, zklock.WithRoot("/zookeeper/x")),
-		"control in root":   zklock.New(conn, time.Second, zklock.WithRoot("/lo\x01cks")),
-		"emoji in root":     zklock.New(conn, time.Second, zklock.WithRoot("/lo\U0001F512cks")),
-		"bad UTF-8 in root": zklock.New(conn, time.Second, zklock.WithRoot("/lo\xffcks")),
-		"non-positive ttl":  zklock.New(conn, 0),
+	for _, c := range []struct {
+		name, says string
+		b          *zklock.Backend
+	}{
+		{"nil conn", "nil *zk.Conn", zklock.New(nil, time.Second)},
+		{"nil backend", "nil *Backend", nil},
+		{"closed backend", "closed", closed},
+		{"relative root", `WithRoot("locks")`, zklock.New(conn, time.Second, zklock.WithRoot("locks"))},
+		{"root with ..", "..", zklock.New(conn, time.Second, zklock.WithRoot("/a/../b"))},
+		{"reserved root", "/zookeeper", zklock.New(conn, time.Second, zklock.WithRoot("/zookeeper/x"))},
+		{"control in root", "U+0001", zklock.New(conn, time.Second, zklock.WithRoot("/lo\x01cks"))},
+		{"emoji in root", "U+1F512", zklock.New(conn, time.Second, zklock.WithRoot("/lo\U0001F512cks"))},
+		{"bad UTF-8 in root", "U+FFFD", zklock.New(conn, time.Second, zklock.WithRoot("/lo\xffcks"))},
+		{"non-positive session timeout", "session timeout 0s", zklock.New(conn, 0)},
+		{"non-positive maximum session", "WithMaxSessionTimeout(0s)", zklock.New(conn, time.Second, zklock.WithMaxSessionTimeout(0))},
+		{"nil drift", "WithDrift(nil)", zklock.New(conn, time.Second, zklock.WithDrift(nil))},
+		{"nil option", "nil Option", zklock.New(conn, time.Second, nil)},
+		{"first invalid option", "WithDrift(nil)", zklock.New(conn, time.Second, zklock.WithDrift(nil), zklock.WithRoot("x"))},
 	} {
-		if _, err := b.Acquire(ctx, req); !errors.Is(err, distlock.ErrInvalidBackend) {
-			t.Errorf("%s: Acquire: %v; want ErrInvalidBackend", name, err)
+		check := func(method string, err error) {
+			t.Helper()
+			if !errors.Is(err, distlock.ErrInvalidBackend) || !strings.HasPrefix(err.Error(), "zklock: ") || !strings.Contains(err.Error(), c.says) {
+				t.Errorf("%s: %s: %v; want a zklock error wrapping ErrInvalidBackend that says %q", c.name, method, err, c.says)
+			}
 		}
-		if err := b.Release(ctx, req.Lease); !errors.Is(err, distlock.ErrInvalidBackend) {
-			t.Errorf("%s: Release: %v; want ErrInvalidBackend", name, err)
+		_, err := c.b.Acquire(ctx, req)
+		check("Acquire", err)
+		check("Release", c.b.Release(ctx, req.Lease))
+		_, err = c.b.Refresh(ctx, req.Lease, time.Second)
+		check("Refresh", err)
+		_, err = c.b.Inspect(ctx, "k")
+		check("Inspect", err)
+		_, err = c.b.List(ctx, "")
+		check("List", err)
+		_, err = c.b.Break(ctx, "k")
+		check("Break", err)
+		w, err := c.b.Watch(ctx, "k", "")
+		if w != nil {
+			_ = w.Close()
 		}
+		check("Watch", err)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := distlock.New(c.b).Mutex("k").Lock(ctx); !errors.Is(err, distlock.ErrInvalidBackend) || ctx.Err() != nil {
+			t.Errorf("%s: Lock: %v (ctx: %v); want ErrInvalidBackend at once", c.name, err, ctx.Err())
+		}
+		cancel()
+	}
+}
+
+// TestInvalidRequest: a request that breaks the contract fails at once,
+// before any call to the ensemble (there is none here to answer), with a
+// zklock error wrapping the contract's error for it.
+func TestInvalidRequest(t *testing.T) {
+	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	b := zklock.New(conn, 10*time.Second)
+	defer b.Close()
+	good := driver.Request{Lease: driver.Lease{Key: "k", Owner: "o"}, TTL: time.Second}
+	long := strings.Repeat("k", driver.MaxKeyLen+1)
+	for _, c := range []struct {
+		name string
+		edit func(r *driver.Request)
+		want error
+	}{
+		{"empty key", func(r *driver.Request) { r.Key = "" }, driver.ErrInvalidKey},
+		{"long key", func(r *driver.Request) { r.Key = long }, driver.ErrInvalidKey},
+		{"empty owner", func(r *driver.Request) { r.Owner = "" }, driver.ErrInvalidRequest},
+		{"long owner", func(r *driver.Request) { r.Owner = strings.Repeat("o", driver.MaxOwnerLen+1) }, driver.ErrInvalidRequest},
+		{"zero TTL", func(r *driver.Request) { r.TTL = 0 }, driver.ErrInvalidRequest},
+		{"unknown kind", func(r *driver.Request) { r.Kind = driver.Permit + 1 }, driver.ErrInvalidRequest},
+		{"semaphore of 0", func(r *driver.Request) { r.Kind = driver.Permit }, driver.ErrInvalidRequest},
+		{"fair reader", func(r *driver.Request) { r.Kind, r.Fair = driver.Read, true }, errors.ErrUnsupported},
+		{"re-entrant writer", func(r *driver.Request) { r.Kind, r.Reentry = driver.Write, "id" }, errors.ErrUnsupported},
+	} {
+		req := good
+		c.edit(&req)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		g, err := b.Acquire(ctx, req)
+		if !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "zklock: ") {
+			t.Errorf("Acquire with %s: %+v, %v; want a zklock error wrapping %q", c.name, g, err, c.want)
+		}
+		cancel()
+	}
+	for _, c := range []struct {
+		name string
+		l    driver.Lease
+		ttl  time.Duration
+		want error
+	}{
+		{"empty key", driver.Lease{Owner: "o"}, time.Second, driver.ErrInvalidKey},
+		{"long key", driver.Lease{Key: long, Owner: "o"}, time.Second, driver.ErrInvalidKey},
+		{"empty owner", driver.Lease{Key: "k"}, time.Second, driver.ErrInvalidRequest},
+		{"unknown kind", driver.Lease{Key: "k", Owner: "o", Kind: driver.Permit + 1}, time.Second, driver.ErrInvalidRequest},
+		{"zero TTL", driver.Lease{Key: "k", Owner: "o"}, 0, driver.ErrInvalidRequest},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if c.ttl > 0 {
+			if err := b.Release(ctx, c.l); !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "zklock: ") {
+				t.Errorf("Release with %s: %v; want a zklock error wrapping %q", c.name, err, c.want)
+			}
+		}
+		if _, err := b.Refresh(ctx, c.l, c.ttl); !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "zklock: ") {
+			t.Errorf("Refresh with %s: %v; want a zklock error wrapping %q", c.name, err, c.want)
+		}
+		cancel()
+	}
+	for _, key := range []string{"", long} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := b.Inspect(ctx, key)
+		if !errors.Is(err, driver.ErrInvalidKey) {
+			t.Errorf("Inspect of a key of %d bytes: %v; want ErrInvalidKey", len(key), err)
+		}
+		if _, err := b.Break(ctx, key); !errors.Is(err, driver.ErrInvalidKey) {
+			t.Errorf("Break of a key of %d bytes: %v; want ErrInvalidKey", len(key), err)
+		}
+		w, err := b.Watch(ctx, key, "o")
+		if w != nil {
+			_ = w.Close()
+		}
+		if !errors.Is(err, driver.ErrInvalidKey) {
+			t.Errorf("Watch of a key of %d bytes: %v; want ErrInvalidKey", len(key), err)
+		}
+		cancel()
 	}
 }
 
@@ -136,7 +253,7 @@ func TestCloseEndsOwnSession(t *testing.T) {
 
 // testKeyBytes: every byte may appear in a key, since a key's node name
 // escapes what ZooKeeper refuses in a path; a key longer than
-// distlock.MaxKeyLen is refused at once with driver.ErrInvalidKey.
+// driver.MaxKeyLen is refused at once with driver.ErrInvalidKey.
 func testKeyBytes(t *testing.T, addrs []string) {
 	b := newBackend(t, addrs, sessionTimeout)
 	ctx := ctxFor(t, 20*time.Second)
@@ -144,7 +261,7 @@ func testKeyBytes(t *testing.T, addrs []string) {
 	for c := range 256 {
 		all = append(all, byte(c))
 	}
-	for _, key := range []string{string(all), "\U0001F512", ".", "..", "zookeeper", "a/b", strings.Repeat("\x01", distlock.MaxKeyLen)} {
+	for _, key := range []string{string(all), "\U0001F512", ".", "..", "zookeeper", "a/b", strings.Repeat("\x01", driver.MaxKeyLen)} {
 		req := driver.Request{Lease: driver.Lease{Key: key, Owner: "o"}, TTL: 10 * time.Second}
 		if g, err := b.Acquire(ctx, req); err != nil || !g.Acquired {
 			t.Errorf("Acquire(%.20q): %+v, %v", key, g, err)
@@ -154,7 +271,7 @@ func testKeyBytes(t *testing.T, addrs []string) {
 			t.Errorf("Release(%.20q): %v", key, err)
 		}
 	}
-	long := driver.Request{Lease: driver.Lease{Key: strings.Repeat("k", distlock.MaxKeyLen+1), Owner: "o"}, TTL: 10 * time.Second}
+	long := driver.Request{Lease: driver.Lease{Key: strings.Repeat("k", driver.MaxKeyLen+1), Owner: "o"}, TTL: 10 * time.Second}
 	if _, err := b.Acquire(ctx, long); !errors.Is(err, driver.ErrInvalidKey) {
 		t.Errorf("Acquire of a key of %d bytes: %v; want driver.ErrInvalidKey", len(long.Key), err)
 	}

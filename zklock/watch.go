@@ -28,10 +28,10 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 		return nil, err
 	}
 	w := &watch{b: b, parent: b.linePath(key), c: make(chan struct{}, 1), stop: make(chan struct{}), rearm: make(chan struct{}, 1)}
-	w.lk.key = key
+	w.lk.Key = key
 	if owner != "" {
 		w.bind(owner)
-		if n, ok := b.entry(lease{key, owner}); ok && n.path != "" {
+		if n, ok := b.entry(driver.LeaseID{Key: key, Owner: owner}); ok && n.path != "" {
 			w.name = path.Base(n.path) // a re-entrant lease's node is not named by its owner
 		}
 	}
@@ -73,19 +73,19 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 func (w *watch) bind(owner string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lk.owner, w.hash = owner, ownerHash(owner)
+	w.lk.Owner, w.hash = owner, ownerHash(owner)
 	w.unplaced = w.plain || w.unplaced
 }
 
 // placed tells the plain waiter's watch of the owner, bound before the
 // owner's node was made, that an attempt listed the line with that node
 // in it: the watch moves to the node ahead of it, from that listing.
-func (b *Backend) placed(lk lease) {
+func (b *Backend) placed(lk driver.LeaseID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, w := range b.plain[lk.key] {
+	for _, w := range b.plain[lk.Key] {
 		w.mu.Lock()
-		move := w.lk.owner == lk.owner && w.unplaced
+		move := w.lk.Owner == lk.Owner && w.unplaced
 		w.unplaced = w.unplaced && !move
 		w.mu.Unlock()
 		if move {
@@ -101,7 +101,7 @@ func (b *Backend) placed(lk lease) {
 func (w *watch) owner() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lk.owner
+	return w.lk.Owner
 }
 
 type watch struct {
@@ -114,10 +114,10 @@ type watch struct {
 	once   sync.Once
 
 	mu       sync.Mutex
-	lk       lease  // the key, and the waiter's owner or ""
-	hash     string // the waiter's owner hash, or ""
-	name     string // the waiter's node, if known
-	unplaced bool   // a plain waiter's, bound to an owner whose node no listing has shown it yet
+	lk       driver.LeaseID // the key, and the waiter's owner or ""
+	hash     string         // the waiter's owner hash, or ""
+	name     string         // the waiter's node, if known
+	unplaced bool           // a plain waiter's, bound to an owner whose node no listing has shown it yet
 }
 
 // armed is one ZooKeeper watch in place; now says the key may be free
@@ -174,9 +174,9 @@ func (w *watch) arm(since time.Time, prev armed) (armed, error) {
 	if w.owner() != "" {
 		// Until this listing sets a watch on the node ahead (see
 		// markWatched), the waiter's attempts list the line themselves.
-		w.b.unwatch(lease{w.lk.key, w.owner()})
+		w.b.unwatch(driver.LeaseID{Key: w.lk.Key, Owner: w.owner()})
 	}
-	ls, ok := w.b.takeLine(w.lk.key, since)
+	ls, ok := w.b.takeLine(w.lk.Key, since)
 	if !ok {
 		ls.at = time.Now()
 		names, st, err := conn.Children(w.parent)
@@ -231,7 +231,7 @@ func (w *watch) armFrom(ls listing, prev armed, steps int) (armed, error) {
 	}
 	if i == 0 && (kids[0].kind == driver.Exclusive || kids[0].kind == driver.Write) && !kids[0].reentrant {
 		// First: the waiter takes the lock at its next attempt.
-		w.b.markFirst(lease{w.lk.key, w.owner()}, kids[0].name)
+		w.b.markFirst(driver.LeaseID{Key: w.lk.Key, Owner: w.owner()}, kids[0].name)
 		return armed{now: true, first: true}, nil
 	}
 	switch {
@@ -275,7 +275,7 @@ func (w *watch) armFrom(ls listing, prev armed, steps int) (armed, error) {
 		return anyChange(true)
 	}
 	if i > 0 && (kids[i].kind == driver.Exclusive || kids[i].kind == driver.Write) && !kids[i].reentrant {
-		w.b.markWatched(lease{w.lk.key, w.owner()}, kids[i].name, start)
+		w.b.markWatched(driver.LeaseID{Key: w.lk.Key, Owner: w.owner()}, kids[i].name, start)
 	}
 	return armed{events: events, sole: sole, target: target.name}, nil
 }
@@ -316,7 +316,7 @@ func (w *watch) loop(a armed) {
 		}
 		deleted := ev.Type == zk.EventNodeDeleted && !a.children
 		if deleted && a.sole != "" {
-			w.b.markFirst(lease{w.lk.key, w.owner()}, a.sole)
+			w.b.markFirst(driver.LeaseID{Key: w.lk.Key, Owner: w.owner()}, a.sole)
 			w.fire()
 			a, fired = armed{first: true}, true
 			continue
@@ -391,16 +391,16 @@ func (w *watch) Close() error {
 // way, whose place it then removes too.
 func (b *Backend) leavePlain(w *watch) {
 	b.mu.Lock()
-	b.plain[w.lk.key] = slices.DeleteFunc(b.plain[w.lk.key], func(x *watch) bool { return x == w })
-	if len(b.plain[w.lk.key]) == 0 {
-		delete(b.plain, w.lk.key)
+	b.plain[w.lk.Key] = slices.DeleteFunc(b.plain[w.lk.Key], func(x *watch) bool { return x == w })
+	if len(b.plain[w.lk.Key]) == 0 {
+		delete(b.plain, w.lk.Key)
 	}
 	b.mu.Unlock()
 	owner := w.owner()
 	if owner == "" {
 		return
 	}
-	lk := lease{w.lk.key, owner}
+	lk := driver.LeaseID{Key: w.lk.Key, Owner: owner}
 	ctx, cancel := context.WithTimeout(context.Background(), b.sessionTimeout())
 	defer cancel()
 	_, _ = run(ctx, serial(b, owner, func() (struct{}, error) {

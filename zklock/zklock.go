@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
@@ -41,9 +40,9 @@ const DefaultMaxSessionTimeout = 40 * time.Second
 
 // Backend is a distlock backend on a ZooKeeper ensemble, over one client
 // session. See the package documentation for the node scheme and what
-// TTLs mean here. The methods of a Backend made from a nil *zk.Conn or a
-// non-positive session timeout return an error wrapping
-// distlock.ErrInvalidBackend.
+// TTLs mean here. The methods of a Backend made from a nil *zk.Conn, a
+// non-positive session timeout or an invalid option return an error
+// wrapping driver.ErrInvalidBackend.
 type Backend struct {
 	conn       *zk.Conn
 	ownsConn   bool
@@ -52,7 +51,7 @@ type Backend struct {
 	maxSession time.Duration // the most the ensemble grants, as the user states it
 	negotiated *atomic.Int64 // ms the ensemble granted, when the backend opened conn; 0 unknown
 	drift      func(ttl time.Duration) time.Duration
-	invalid    error
+	opts       driver.OptionCheck // the first invalid option or argument of New, if any
 
 	offset atomic.Int64 // leader's clock minus ours, in ms, from the last write
 
@@ -62,16 +61,16 @@ type Backend struct {
 	owners [64]sync.Mutex
 
 	mu       sync.Mutex
-	nodes    map[lease]*node       // this client's nodes, by key and owner
-	lapses   map[lease]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
+	nodes    map[driver.LeaseID]*node       // this client's nodes, by key and owner
+	lapses   map[driver.LeaseID]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
 	receipts map[driver.Lease]time.Time
-	refused  map[lease]time.Time  // owners whose last attempt was refused, and left no node
-	purged   time.Time            // when refused was last rid of old entries
-	plain    map[string][]*watch  // the open watches of plain mutex waiters, by key (see plainPlace)
-	asked    map[string]time.Time // keys by when a mutex attempt that kept no place was last refused (see Watch)
-	lines    map[string]listing   // the last listing of each key's line by an attempt, until a watch takes it
-	seen     map[string]seenLease // other clients' nodes by path, as read lately (see recentLease)
-	busy     map[string]time.Time // keys by when this client last found others in their line
+	refused  map[driver.LeaseID]time.Time // owners whose last attempt was refused, and left no node
+	purged   time.Time                    // when refused was last rid of old entries
+	plain    map[string][]*watch          // the open watches of plain mutex waiters, by key (see plainPlace)
+	asked    map[string]time.Time         // keys by when a mutex attempt that kept no place was last refused (see Watch)
+	lines    map[string]listing           // the last listing of each key's line by an attempt, until a watch takes it
+	seen     map[string]seenLease         // other clients' nodes by path, as read lately (see recentLease)
+	busy     map[string]time.Time         // keys by when this client last found others in their line
 	sess     *session
 	closed   chan struct{}
 	once     sync.Once
@@ -79,7 +78,10 @@ type Backend struct {
 
 var _ driver.Backend = (*Backend)(nil)
 
-type lease struct{ key, owner string }
+var (
+	errNil    = fmt.Errorf("zklock: nil *Backend: %w", driver.ErrInvalidBackend)
+	errClosed = fmt.Errorf("zklock: backend closed: %w", driver.ErrInvalidBackend)
+)
 
 // node is what this client knows of one of its nodes.
 type node struct {
@@ -113,29 +115,44 @@ type Option func(*Backend)
 // parts, and of characters ZooKeeper accepts: no control characters,
 // nothing beyond U+FFFF, and none of U+E000 to U+F8FF and U+FFF0 to
 // U+FFFF. The backend's methods report another root as an error wrapping
-// distlock.ErrInvalidBackend.
-func WithRoot(path string) Option { return func(b *Backend) { b.root = path } }
+// driver.ErrInvalidBackend.
+func WithRoot(path string) Option {
+	return func(b *Backend) {
+		if err := checkRoot(path); err != nil {
+			b.opts.Invalid("zklock", fmt.Sprintf("WithRoot(%q)", path), err.Error())
+			return
+		}
+		b.root = path
+	}
+}
 
 // WithMaxSessionTimeout states the ensemble's maxSessionTimeout (default
 // [DefaultMaxSessionTimeout]), the longest session it grants: a session
 // timeout given to [New] is trusted up to d only. Give it when the
 // ensemble is configured with another maximum, lower (required for
-// safety) or higher (to trust a longer session).
+// safety) or higher (to trust a longer session). A d that is not
+// positive makes every method fail with an error wrapping
+// driver.ErrInvalidBackend.
 func WithMaxSessionTimeout(d time.Duration) Option {
 	return func(b *Backend) {
-		if d > 0 {
-			b.maxSession = d
+		if d <= 0 {
+			b.opts.Invalid("zklock", fmt.Sprintf("WithMaxSessionTimeout(%v)", d), "want a positive duration")
+			return
 		}
+		b.maxSession = d
 	}
 }
 
 // WithDrift sets the clock drift allowance subtracted from a lease's
-// length (default driver.DefaultDrift).
+// length (default driver.DefaultDrift). A nil f makes every method fail
+// with an error wrapping driver.ErrInvalidBackend.
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 	return func(b *Backend) {
-		if f != nil {
-			b.drift = f
+		if f == nil {
+			b.opts.Invalid("zklock", "WithDrift(nil)", "want a drift function")
+			return
 		}
+		b.drift = f
 	}
 }
 
@@ -150,20 +167,20 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 // the ensemble. Closing the backend leaves conn open.
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
-		drift: driver.DefaultDrift, nodes: make(map[lease]*node), lapses: make(map[lease]*time.Timer), receipts: make(map[driver.Lease]time.Time),
-		refused: make(map[lease]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), asked: make(map[string]time.Time), seen: make(map[string]seenLease), closed: make(chan struct{})}
-	for _, o := range opts {
-		o(b)
-	}
+		drift: driver.DefaultDrift, nodes: make(map[driver.LeaseID]*node), lapses: make(map[driver.LeaseID]*time.Timer), receipts: make(map[driver.Lease]time.Time),
+		refused: make(map[driver.LeaseID]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), asked: make(map[string]time.Time), seen: make(map[string]seenLease), closed: make(chan struct{})}
 	switch {
 	case conn == nil:
-		b.invalid = fmt.Errorf("zklock: nil *zk.Conn: %w", distlock.ErrInvalidBackend)
+		b.opts.Invalid("zklock", "New", "nil *zk.Conn")
 	case sessionTimeout <= 0:
-		b.invalid = fmt.Errorf("zklock: session timeout %v is not positive: %w", sessionTimeout, distlock.ErrInvalidBackend)
-	default:
-		if err := checkRoot(b.root); err != nil {
-			b.invalid = fmt.Errorf("zklock: %w: %w", err, distlock.ErrInvalidBackend)
+		b.opts.Invalid("zklock", "New", fmt.Sprintf("session timeout %v is not positive", sessionTimeout))
+	}
+	for _, o := range opts {
+		if o == nil {
+			b.opts.Invalid("zklock", "New", "a nil Option")
+			continue
 		}
+		o(b)
 	}
 	return b
 }
@@ -211,14 +228,14 @@ func (b *Backend) Capabilities() driver.Capabilities {
 // start checks b and ctx before a call.
 func (b *Backend) start(ctx context.Context) error {
 	if b == nil {
-		return fmt.Errorf("zklock: nil *Backend: %w", distlock.ErrInvalidBackend)
+		return errNil
 	}
-	if b.invalid != nil {
-		return b.invalid
+	if err := b.opts.Err(); err != nil {
+		return err
 	}
 	select {
 	case <-b.closed:
-		return errors.New("zklock: backend closed")
+		return errClosed
 	default:
 	}
 	return ctx.Err()
@@ -305,30 +322,11 @@ func (b *Backend) noteClock(mtime int64) {
 // leaderNow estimates the leader's clock, for Inspect (which writes nothing).
 func (b *Backend) leaderNow() int64 { return time.Now().UnixMilli() + b.offset.Load() }
 
-// checkKey refuses a key that no node can stand for.
+// checkKey refuses a key that no node can stand for, for the methods
+// given a key alone (Watch, Inspect, Break): the contract's key check.
 func checkKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("zklock: empty key: %w", driver.ErrInvalidKey)
-	}
-	if len(key) > distlock.MaxKeyLen {
-		return fmt.Errorf("zklock: key of %d bytes, longer than %d: %w", len(key), distlock.MaxKeyLen, driver.ErrInvalidKey)
-	}
-	return nil
-}
-
-func checkRequest(req driver.Request) error {
-	if err := checkKey(req.Key); err != nil {
-		return err
-	}
-	switch {
-	case req.TTL <= 0:
-		return fmt.Errorf("zklock: TTL %v is not positive", req.TTL)
-	case req.Kind > driver.Permit:
-		return fmt.Errorf("zklock: unknown lock kind %d", req.Kind)
-	case req.Kind == driver.Permit && req.Limit < 1:
-		return fmt.Errorf("zklock: a semaphore of %d permits", req.Limit)
-	case req.Reentry != "" && req.Kind != driver.Exclusive:
-		return fmt.Errorf("zklock: re-entrant locks of kind %d: %w", req.Kind, errors.ErrUnsupported)
+	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+		return fmt.Errorf("zklock: %w", err)
 	}
 	return nil
 }
@@ -342,8 +340,8 @@ func checkRequest(req driver.Request) error {
 // and makes a node only if it would get in. A re-entrant request is the
 // same, on its identity's node (see the package doc).
 func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if err := checkRequest(req); err != nil {
-		return driver.Grant{}, err
+	if err := req.Validate(b.Capabilities()); err != nil {
+		return driver.Grant{}, fmt.Errorf("zklock: %w", err)
 	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
@@ -372,18 +370,18 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 type attempt struct {
 	b       *Backend
 	req     driver.Request
-	parent  string   // the key's line
-	h       string   // the owner's hash, in its node's name
-	lk      lease    // the key and the owner
-	data    nodeData // the node's data as a holding
-	n       *node    // the owner's node; nil while it has none
-	now     int64    // the leader's clock at this client's last write, or 0
-	stamped bool     // the node's data holds the lease asked for
+	parent  string         // the key's line
+	h       string         // the owner's hash, in its node's name
+	lk      driver.LeaseID // the key and the owner
+	data    nodeData       // the node's data as a holding
+	n       *node          // the owner's node; nil while it has none
+	now     int64          // the leader's clock at this client's last write, or 0
+	stamped bool           // the node's data holds the lease asked for
 	tried   time.Time
 }
 
 func (b *Backend) acquire(req driver.Request) (driver.Grant, error) {
-	a := attempt{b: b, req: req, parent: b.linePath(req.Key), h: ownerHash(req.Owner), lk: lease{req.Key, req.Owner}, stamped: true}
+	a := attempt{b: b, req: req, parent: b.linePath(req.Key), h: ownerHash(req.Owner), lk: req.ID(), stamped: true}
 	if req.Kind == driver.Exclusive && req.Queue <= 0 && b.bindPlain(a.lk) {
 		a.req.Queue = plainPlace(req.TTL)
 	}
@@ -615,7 +613,7 @@ func (a *attempt) first() (driver.Grant, error) {
 // it; the caller extends it at once (a short grant). It declines when too
 // little is left, or when the session changed since (the node went with
 // the old one): the attempt then writes and lists as usual.
-func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Grant, bool) {
+func (b *Backend) handedOver(lk driver.LeaseID, n *node, req driver.Request) (driver.Grant, bool) {
 	if !n.first || n.data.Held {
 		return driver.Grant{}, false
 	}
@@ -628,7 +626,7 @@ func (b *Backend) handedOver(lk lease, n *node, req driver.Request) (driver.Gran
 // every other client judges it by at least. It declines when too little
 // is left, or when the session changed since (the node went with the old
 // one).
-func (b *Backend) fromPlace(lk lease, n *node, req driver.Request) (driver.Grant, bool) {
+func (b *Backend) fromPlace(lk driver.LeaseID, n *node, req driver.Request) (driver.Grant, bool) {
 	if n.wrote.IsZero() || n.reentry != "" {
 		return driver.Grant{}, false
 	}
@@ -671,7 +669,7 @@ func (b *Backend) stillWaiting(n *node, req driver.Request) (driver.Grant, bool)
 
 // markWatched records that a watch's listing, begun at start, found the
 // owner's node, named name, waiting, and set the watch on the node ahead.
-func (b *Backend) markWatched(lk lease, name string, start time.Time) {
+func (b *Backend) markWatched(lk driver.LeaseID, name string, start time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := b.nodes[lk]; n != nil && n.path != "" && path.Base(n.path) == name && start.After(n.watched) {
@@ -681,7 +679,7 @@ func (b *Backend) markWatched(lk lease, name string, start time.Time) {
 
 // unwatch forgets that a watch listed the line for the owner's node: the
 // watch is being set again, and may find something else.
-func (b *Backend) unwatch(lk lease) {
+func (b *Backend) unwatch(lk driver.LeaseID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := b.nodes[lk]; n != nil {
@@ -690,7 +688,7 @@ func (b *Backend) unwatch(lk lease) {
 }
 
 // markFirst records that the owner's node, named name, is first in line.
-func (b *Backend) markFirst(lk lease, name string) {
+func (b *Backend) markFirst(lk driver.LeaseID, name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := b.nodes[lk]; n != nil && n.path != "" && path.Base(n.path) == name {
@@ -714,13 +712,13 @@ func plainPlace(ttl time.Duration) time.Duration { return max(ttl, 3*time.Second
 // the Lock after that refusal, has no owner yet (the waiters of one
 // Client for a plain mutex ask one at a time). A TryLock's owner is new
 // at each call, and never refused before.
-func (b *Backend) bindPlain(lk lease) bool {
+func (b *Backend) bindPlain(lk driver.LeaseID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var free *watch
-	for _, w := range b.plain[lk.key] {
+	for _, w := range b.plain[lk.Key] {
 		switch w.owner() {
-		case lk.owner:
+		case lk.Owner:
 			return true
 		case "":
 			free = w
@@ -732,7 +730,7 @@ func (b *Backend) bindPlain(lk lease) bool {
 	if at, ok := b.refused[lk]; !ok || time.Since(at) >= refusalTTL {
 		return false
 	}
-	free.bind(lk.owner)
+	free.bind(lk.Owner)
 	return true
 }
 
@@ -760,14 +758,14 @@ func (b *Backend) takePlainRefusal(key string) bool {
 }
 
 // granted is the grant of req to the owner's node n, just written.
-func (b *Backend) granted(lk lease, n *node, req driver.Request) driver.Grant {
+func (b *Backend) granted(lk driver.LeaseID, n *node, req driver.Request) driver.Grant {
 	b.setRefused(lk, false)
 	return driver.Grant{Acquired: true, Token: n.token, ValidFor: b.validFor(req.TTL), Lost: b.lostChan()}
 }
 
 // wait ends a refused attempt: a waiter keeps its place for req.Queue,
 // an attempt that does not wait removes its node.
-func (b *Backend) wait(lk lease, n *node, req driver.Request, retry time.Duration) (driver.Grant, error) {
+func (b *Backend) wait(lk driver.LeaseID, n *node, req driver.Request, retry time.Duration) (driver.Grant, error) {
 	if req.Queue <= 0 {
 		if err := b.conn.Delete(n.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return driver.Grant{}, err
@@ -1007,7 +1005,7 @@ func (b *Backend) setBusy(key string) {
 
 // wasRefused reports whether the owner's last attempt was refused, and
 // left no node.
-func (b *Backend) wasRefused(lk lease) bool {
+func (b *Backend) wasRefused(lk driver.LeaseID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	at, ok := b.refused[lk]
@@ -1016,7 +1014,7 @@ func (b *Backend) wasRefused(lk lease) bool {
 
 // setRefused records whether the owner's last attempt was refused,
 // forgetting the refusals of owners that stopped trying.
-func (b *Backend) setRefused(lk lease, refused bool) {
+func (b *Backend) setRefused(lk driver.LeaseID, refused bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !refused {
@@ -1055,7 +1053,7 @@ type created struct {
 // needs no listing. The owner is marked uncertain first, so that if the
 // reply is lost, the next call looks for the node by its name instead of
 // making another.
-func (b *Backend) create(lk lease, parent, name string, data nodeData, flags int32, reentry string) (created, error) {
+func (b *Backend) create(lk driver.LeaseID, parent, name string, data nodeData, flags int32, reentry string) (created, error) {
 	b.mu.Lock()
 	b.nodes[lk] = &node{reentry: reentry}
 	b.mu.Unlock()
@@ -1121,7 +1119,7 @@ func (b *Backend) makeLine(line string, root bool) error {
 
 // locate returns the owner's node: known to this client, or found by name
 // after a call whose reply was lost. It is nil when there is none.
-func (b *Backend) locate(lk lease, parent string) (*node, error) {
+func (b *Backend) locate(lk driver.LeaseID, parent string) (*node, error) {
 	b.mu.Lock()
 	n, ok := b.nodes[lk]
 	var c node
@@ -1150,7 +1148,7 @@ func (b *Backend) locate(lk lease, parent string) (*node, error) {
 		return nil, err
 	}
 	kids := line(names)
-	i := find(kids, ownerHash(lk.owner))
+	i := find(kids, ownerHash(lk.Owner))
 	if i < 0 {
 		b.forget(lk)
 		return nil, nil
@@ -1170,7 +1168,7 @@ func (b *Backend) locate(lk lease, parent string) (*node, error) {
 }
 
 // entry returns a copy of what this client knows of the owner's node.
-func (b *Backend) entry(lk lease) (node, bool) {
+func (b *Backend) entry(lk driver.LeaseID) (node, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, ok := b.nodes[lk]
@@ -1180,7 +1178,7 @@ func (b *Backend) entry(lk lease) (node, bool) {
 	return *n, true
 }
 
-func (b *Backend) remember(lk lease, n *node) {
+func (b *Backend) remember(lk driver.LeaseID, n *node) {
 	c := *n
 	c.sess = b.conn.SessionID()
 	b.mu.Lock()
@@ -1196,7 +1194,7 @@ func (b *Backend) remember(lk lease, n *node) {
 	b.mu.Unlock()
 }
 
-func (b *Backend) forget(lk lease) {
+func (b *Backend) forget(lk driver.LeaseID) {
 	b.mu.Lock()
 	delete(b.nodes, lk)
 	b.watchLapseLocked(lk, nil)
@@ -1216,7 +1214,7 @@ const lapseMargin = 100 * time.Millisecond
 // so that a later write (a renewal by another hold of a re-entrant lease)
 // wins. The node's lease ends at the latest Span after this client's last
 // write, which the leader stamped before this client learned of it.
-func (b *Backend) watchLapseLocked(lk lease, n *node) {
+func (b *Backend) watchLapseLocked(lk driver.LeaseID, n *node) {
 	if t := b.lapses[lk]; t != nil {
 		t.Stop()
 		delete(b.lapses, lk)
@@ -1231,8 +1229,8 @@ func (b *Backend) watchLapseLocked(lk lease, n *node) {
 
 // clearOwn deletes the owner's node at path if this client's last write
 // of it was version: its lease lapsed.
-func (b *Backend) clearOwn(lk lease, path string, version int32) {
-	_, _ = serial(b, lk.owner, func() (struct{}, error) {
+func (b *Backend) clearOwn(lk driver.LeaseID, path string, version int32) {
+	_, _ = serial(b, lk.Owner, func() (struct{}, error) {
 		select {
 		case <-b.closed:
 			return struct{}{}, nil
@@ -1360,6 +1358,9 @@ func (b *Backend) clearLapsed(parent string, bs []child, head int64, now *int64,
 // a holding, records its token in the key's node (Inspect's last token),
 // in one transaction.
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("zklock: %w", err)
+	}
 	if err := b.start(ctx); err != nil {
 		return err
 	}
@@ -1368,7 +1369,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 }
 
 func (b *Backend) release(l driver.Lease) error {
-	lk := lease{l.Key, l.Owner}
+	lk := l.ID()
 	b.setRefused(lk, false)
 	parent := b.linePath(l.Key)
 	if e, ok := b.entry(lk); ok && e.reentry != "" {
@@ -1473,14 +1474,14 @@ func (b *Backend) notHeld(l driver.Lease) error {
 // is rewritten with the new lease length, which restarts its lease on the
 // leader's clock.
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	if ttl <= 0 {
-		return 0, fmt.Errorf("zklock: TTL %v is not positive", ttl)
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("zklock: %w", err)
 	}
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
 	return run(ctx, serial(b, l.Owner, func() (time.Duration, error) {
-		lk := lease{l.Key, l.Owner}
+		lk := l.ID()
 		if e, ok := b.entry(lk); ok && e.reentry != "" {
 			return b.refreshReentrant(lk, b.linePath(l.Key), e, ttl)
 		}
@@ -1508,106 +1509,6 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	}))
 }
 
-// Inspect implements driver.Backend. The remaining lease it reports is
-// estimated on the leader's clock as this client last saw it.
-func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := checkKey(key); err != nil {
-		return driver.Info{}, err
-	}
-	if err := b.start(ctx); err != nil {
-		return driver.Info{}, err
-	}
-	return run(ctx, func() (driver.Info, error) { return b.inspect(key) })
-}
-
-func (b *Backend) inspect(key string) (driver.Info, error) {
-	info, _, err := b.holdings(key)
-	return info, err
-}
-
-// holdings describes key, and returns the nodes that hold it.
-func (b *Backend) holdings(key string) (driver.Info, []string, error) {
-	parent := b.linePath(key)
-	// A server reads its own copy, which may lag behind the leader: sync
-	// it first, so that Inspect sees every change made before it began.
-	if _, err := b.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return driver.Info{}, nil, err
-	}
-	raw, _, err := b.conn.Get(keyNode(parent))
-	if errors.Is(err, zk.ErrNoNode) {
-		return driver.Info{}, nil, nil
-	}
-	if err != nil {
-		return driver.Info{}, nil, err
-	}
-	last, _ := strconv.ParseUint(string(raw), 10, 64)
-	info := driver.Info{Token: last}
-	names, _, err := b.conn.Children(parent)
-	if errors.Is(err, zk.ErrNoNode) { // the line was left empty, and deleted
-		return info, nil, nil
-	}
-	if err != nil {
-		return driver.Info{}, nil, err
-	}
-	kids := line(names)
-	datas := make(map[string]nodeData)
-	stats := make(map[string]*zk.Stat)
-	get := func(c child) (nodeData, bool) {
-		if d, ok := datas[c.name]; ok {
-			return d, true
-		}
-		raw, st, err := b.conn.Get(parent + "/" + c.name)
-		if err != nil {
-			return nodeData{}, false
-		}
-		datas[c.name], stats[c.name] = decodeData(raw), st
-		return datas[c.name], true
-	}
-	now := b.leaderNow()
-	var newest nodeData
-	var paths []string
-	limit := func(c child) int {
-		if c.limit > 0 {
-			return c.limit
-		}
-		d, _ := get(c)
-		return d.Limit
-	}
-	for _, c := range holders(kids, limit) {
-		d, ok := get(c)
-		// The first node of a mutex or a writer holds the lock, granted
-		// or not yet: its owner takes it without asking the ensemble
-		// again (see handedOver).
-		if !ok || !d.Held && (c.reentrant || c.kind != driver.Exclusive && c.kind != driver.Write) {
-			continue
-		}
-		st := stats[c.name]
-		left := time.Duration(st.Mtime+d.Span-now) * time.Millisecond
-		if left <= 0 {
-			continue // lapsed: the next attempt removes it
-		}
-		paths = append(paths, parent+"/"+c.name)
-		info.Held, info.Kind = true, c.kind
-		if c.kind == driver.Permit {
-			info.Limit = limit(c)
-		}
-		info.Holds += max(len(d.Holds), 1)
-		info.TTL = max(info.TTL, min(left, time.Duration(d.Span)*time.Millisecond))
-		if tok := uint64(st.Czxid); tok >= info.Token || info.Holds == 1 {
-			info.Token, newest = tok, d
-		}
-	}
-	if !info.Held {
-		return driver.Info{Token: last}, nil, nil
-	}
-	info.Meta = make(map[string]string, len(newest.Meta)+1)
-	for k, v := range newest.Meta {
-		info.Meta[k] = v
-	}
-	info.Meta["since"] = strconv.FormatInt(newest.Since, 10)
-	return info, paths, nil
-}
-
 // Close implements driver.Backend: it stops the session monitor and the
 // watches, and closes the connection if the backend opened it (from a
 // URL). Locks held on a connection the caller gave [New] stay until their
@@ -1616,7 +1517,7 @@ func (b *Backend) holdings(key string) (driver.Info, []string, error) {
 // locks held through it are gone, and their Lost channels close.
 func (b *Backend) Close() error {
 	if b == nil {
-		return fmt.Errorf("zklock: nil *Backend: %w", distlock.ErrInvalidBackend)
+		return errNil
 	}
 	b.once.Do(func() {
 		close(b.closed)
