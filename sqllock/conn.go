@@ -130,12 +130,9 @@ type connEngine struct{ b *Backend }
 
 func (connEngine) caps() driver.Capabilities { return driver.Capabilities{Notify: true} }
 
-func (connEngine) accepts(l driver.Lease, fair bool) error {
-	switch {
-	case l.Kind != driver.Exclusive:
-		return fmt.Errorf("sqllock: connection-scoped lock of kind %d: %w", l.Kind, errors.ErrUnsupported)
-	case fair:
-		return fmt.Errorf("sqllock: fair connection-scoped lock: %w", errors.ErrUnsupported)
+func (connEngine) accepts(l driver.Lease) error {
+	if l.Kind != driver.Exclusive {
+		return fmt.Errorf("sqllock: connection-scoped %s: %w", l.Kind, errors.ErrUnsupported)
 	}
 	return nil
 }

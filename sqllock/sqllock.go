@@ -239,16 +239,24 @@ func (b *Backend) createTable(ctx context.Context) error {
 	return nil
 }
 
-// checkLease rejects what the table cannot store.
+// checkLease is l.Validate (the contract's limits: the key's and the
+// owner's lengths, the kind) followed by checkStorable.
 func checkLease(l driver.Lease) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	return checkStorable(l)
+}
+
+// checkStorable rejects what the table cannot store within the contract's
+// limits: a key or owner that is not UTF-8 or holds a NUL, and an owner
+// with a comma, which separates the owners of a lease's holds.
+func checkStorable(l driver.Lease) error {
 	switch {
-	case l.Key == "" || len(l.Key) > maxKeyBytes || !utf8.ValidString(l.Key) || strings.IndexByte(l.Key, 0) >= 0:
-		return fmt.Errorf("sqllock: key %.40q: %w (want 1 to %d bytes of UTF-8 without NUL)", l.Key, driver.ErrInvalidKey, maxKeyBytes)
-	case l.Owner == "" || len(l.Owner) > maxOwnerBytes || !utf8.ValidString(l.Owner) || strings.ContainsAny(l.Owner, "\x00,"):
-		// The comma separates the owners of a lease's holds.
-		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8 without NUL or comma", len(l.Owner), maxOwnerBytes)
-	case l.Kind > driver.Permit:
-		return fmt.Errorf("sqllock: lock kind %d: %w", l.Kind, errors.ErrUnsupported)
+	case !utf8.ValidString(l.Key) || strings.IndexByte(l.Key, 0) >= 0:
+		return fmt.Errorf("sqllock: key %.40q: %w (want UTF-8 without NUL)", l.Key, driver.ErrInvalidKey)
+	case !utf8.ValidString(l.Owner) || strings.ContainsAny(l.Owner, "\x00,"):
+		return fmt.Errorf("sqllock: key %.40q: owner token %.40q: %w (want UTF-8 without NUL or comma)", l.Key, l.Owner, driver.ErrInvalidRequest)
 	}
 	return nil
 }
@@ -288,20 +296,11 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if err := b.valid(); err != nil {
 		return driver.Grant{}, err
 	}
-	if err := checkLease(req.Lease); err != nil {
+	if err := req.Validate(b.Capabilities()); err != nil {
+		return driver.Grant{}, fmt.Errorf("sqllock: %w", err)
+	}
+	if err := checkStorable(req.Lease); err != nil {
 		return driver.Grant{}, err
-	}
-	if req.TTL <= 0 {
-		return driver.Grant{}, fmt.Errorf("sqllock: TTL %v is not positive", req.TTL)
-	}
-	if err := b.eng.accepts(req.Lease, req.Fair); err != nil {
-		return driver.Grant{}, err
-	}
-	if req.Kind == driver.Permit && req.Limit < 1 {
-		return driver.Grant{}, fmt.Errorf("sqllock: semaphore limit %d: want at least 1", req.Limit)
-	}
-	if req.Kind != driver.Exclusive && req.Reentry != "" {
-		return driver.Grant{}, fmt.Errorf("sqllock: re-entrant lock of kind %d: %w", req.Kind, errors.ErrUnsupported)
 	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
@@ -341,7 +340,7 @@ func (b *Backend) releaseOne(ctx context.Context, l driver.Lease) (string, error
 	if err := b.start(ctx); err != nil {
 		return "", err
 	}
-	if err := b.eng.accepts(l, false); err != nil {
+	if err := b.eng.accepts(l); err != nil {
 		return "", err
 	}
 	return b.eng.release(ctx, l)
@@ -364,16 +363,16 @@ func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) 
 
 // Refresh implements driver.Backend.
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	if err := checkLease(l); err != nil {
-		return 0, err
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("sqllock: %w", err)
 	}
-	if ttl <= 0 {
-		return 0, fmt.Errorf("sqllock: TTL %v is not positive", ttl)
+	if err := checkStorable(l); err != nil {
+		return 0, err
 	}
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	if err := b.eng.accepts(l, false); err != nil {
+	if err := b.eng.accepts(l); err != nil {
 		return 0, err
 	}
 	return b.eng.refresh(ctx, l, ttl)
