@@ -82,9 +82,9 @@ func NativeLockName(key string) string {
 // this process, each on its own connection.
 type connMode struct {
 	mu       sync.Mutex
-	leases   map[leaseID]*connLease
-	released map[leaseID]time.Time // recent releases, so that a repeat reports success
-	checking bool                  // the loss check runs
+	leases   map[driver.LeaseID]*connLease
+	released map[driver.LeaseID]time.Time // recent releases, so that a repeat reports success
+	checking bool                         // the loss check runs
 	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
@@ -94,11 +94,9 @@ type connMode struct {
 	acquire, grab, take, refresh, release, unset, free, state stmt
 }
 
-type leaseID struct{ key, owner string }
-
 // connLease is one connection-scoped holding.
 type connLease struct {
-	id     leaseID
+	id     driver.LeaseID
 	conn   *sql.Conn
 	server int64 // the connection's id on the server: backend pid or CONNECTION_ID()
 	mark   mark  // the second native lock that names this holding
@@ -217,7 +215,7 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		return driver.Grant{}, err
 	}
 	c := b.conns
-	id := leaseID{req.Key, req.Owner}
+	id := req.ID()
 	c.mu.Lock()
 	l, closed := c.leases[id], c.closed
 	c.mu.Unlock()
@@ -280,7 +278,7 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		return driver.Grant{}, errors.New("sqllock: Acquire on a closed backend")
 	}
 	if c.leases == nil {
-		c.leases = make(map[leaseID]*connLease)
+		c.leases = make(map[driver.LeaseID]*connLease)
 	}
 	c.leases[id] = l
 	if !c.checking {
@@ -302,7 +300,7 @@ func (c *connMode) drop(l *connLease, released bool) bool {
 		delete(c.leases, l.id)
 		if released {
 			if c.released == nil {
-				c.released = make(map[leaseID]time.Time)
+				c.released = make(map[driver.LeaseID]time.Time)
 			}
 			now := time.Now()
 			for id, at := range c.released {
@@ -324,7 +322,7 @@ func (c *connMode) drop(l *connLease, released bool) bool {
 func (c *connMode) lease(l driver.Lease) *connLease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leases[leaseID{l.Key, l.Owner}]
+	return c.leases[l.ID()]
 }
 
 // refreshConn renews l on its connection. A statement cancelled in flight
@@ -358,7 +356,7 @@ func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
 	l := c.lease(lease)
 	if l == nil {
 		c.mu.Lock()
-		_, repeat := c.released[leaseID{lease.Key, lease.Owner}]
+		_, repeat := c.released[lease.ID()]
 		c.mu.Unlock()
 		if repeat {
 			return nil
@@ -407,15 +405,15 @@ func (b *Backend) releasedConn(l *connLease) (bool, error) {
 	defer cancel()
 	c := b.conns
 	var owners, last []byte
-	err := b.db.QueryRowContext(ctx, c.state.query, c.state.args(l.id.key)...).Scan(&owners, &last)
+	err := b.db.QueryRowContext(ctx, c.state.query, c.state.args(l.id.Key)...).Scan(&owners, &last)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
 		return false, err
-	case string(last) == l.id.owner && string(owners) != listed(l.id.owner):
+	case string(last) == l.id.Owner && string(owners) != listed(l.id.Owner):
 		return true, nil // the release committed; its reply was lost
-	case string(owners) != listed(l.id.owner):
+	case string(owners) != listed(l.id.Owner):
 		return false, nil
 	}
 	// The row still names l: the native lock says whether another
@@ -425,13 +423,13 @@ func (b *Backend) releasedConn(l *connLease) (bool, error) {
 		return false, err
 	}
 	if !mine[l] {
-		other, err := b.nativeHeld(ctx, l.id.key)
+		other, err := b.nativeHeld(ctx, l.id.Key)
 		if err != nil || other {
 			return false, err
 		}
 	}
 	discard(l.conn)
-	_, err = b.db.ExecContext(ctx, c.free.query, c.free.args(l.id.key, l.id.owner, listed(l.id.owner))...)
+	_, err = b.db.ExecContext(ctx, c.free.query, c.free.args(l.id.Key, l.id.Owner, listed(l.id.Owner))...)
 	return err == nil, err
 }
 
