@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/sqllock"
 )
 
 // TestBadRequests: every request the contract or the table cannot take is
@@ -65,4 +66,39 @@ func checkRefusal(t *testing.T, what string, err, want error, says string) {
 	case !strings.HasPrefix(err.Error(), "sqllock: ") || !strings.Contains(err.Error(), says):
 		t.Errorf("%s: %q; want it to start with \"sqllock: \" and say %q", what, err, says)
 	}
+}
+
+// TestBadOptions: New refuses an option that cannot work with an error
+// that names it and wraps driver.ErrInvalidBackend; of several, the first
+// is reported.
+func TestBadOptions(t *testing.T) {
+	db := sqliteFile(t).open(t)
+	for _, tc := range []struct {
+		name string
+		opts []sqllock.Option
+		says string
+	}{
+		{"nil drift", []sqllock.Option{sqllock.WithDrift(nil)}, "WithDrift(nil)"},
+		{"zero loss check", []sqllock.Option{sqllock.WithLossCheck(0)}, "WithLossCheck(0s)"},
+		{"negative loss check", []sqllock.Option{sqllock.WithLossCheck(-time.Second)}, "WithLossCheck(-1s)"},
+		{"the first of two", []sqllock.Option{sqllock.WithLossCheck(0), sqllock.WithDrift(nil)}, "WithLossCheck(0s)"},
+		{"connection scope on SQLite", []sqllock.Option{sqllock.WithConnectionScope()}, "WithConnectionScope"},
+		{"listener on SQLite", []sqllock.Option{sqllock.WithListener(idleListener{})}, "WithListener"},
+	} {
+		b, err := sqllock.New(db, tc.opts...)
+		switch {
+		case b != nil || !errors.Is(err, driver.ErrInvalidBackend):
+			t.Errorf("%s: New: backend %t, %v; want no backend and an error wrapping ErrInvalidBackend", tc.name, b != nil, err)
+		case !strings.HasPrefix(err.Error(), "sqllock: ") || !strings.Contains(err.Error(), tc.says):
+			t.Errorf("%s: New: %q; want it to start with \"sqllock: \" and say %q", tc.name, err, tc.says)
+		}
+	}
+}
+
+// idleListener is a Listener that hears nothing.
+type idleListener struct{}
+
+func (idleListener) Listen(ctx context.Context, _ string, _ func(), _ func(string)) error {
+	<-ctx.Done()
+	return nil
 }

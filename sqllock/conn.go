@@ -55,7 +55,15 @@ func WithConnectionScope() Option { return func(b *Backend) { b.conns = &connMod
 // holdings' connections still hold their locks (default 250ms): the
 // longest a lost connection goes unnoticed, and the period of one query
 // while the backend holds any lock.
-func WithLossCheck(every time.Duration) Option { return func(b *Backend) { b.lossCheck = every } }
+func WithLossCheck(every time.Duration) Option {
+	return func(b *Backend) {
+		if every <= 0 {
+			b.opts.Invalid("sqllock", fmt.Sprintf("WithLossCheck(%v)", every), "want a positive interval")
+			return
+		}
+		b.lossCheck = every
+	}
+}
 
 // DefaultLossCheck is the default interval of [WithLossCheck].
 const DefaultLossCheck = 250 * time.Millisecond

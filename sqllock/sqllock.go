@@ -39,8 +39,9 @@ type Backend struct {
 	hub         hub
 	local       *localHub // the process's hub of b's table, once known (without a listener)
 
-	eng       engine    // the mode: the lease table, or connection-scoped locks
-	conns     *connMode // connection-scoped mode; nil: the lease table alone
+	opts      driver.OptionCheck // the first invalid option, which New returns
+	eng       engine             // the mode: the lease table, or connection-scoped locks
+	conns     *connMode          // connection-scoped mode; nil: the lease table alone
 	lossCheck time.Duration
 
 	mu       sync.Mutex
@@ -77,14 +78,22 @@ func WithoutSchema() Option { return func(b *Backend) { b.schema = false } }
 func WithOwnedDB() Option { return func(b *Backend) { b.ownsDB = true } }
 
 // WithDrift sets the clock drift allowance subtracted from a lease's TTL to
-// get its local validity (default driver.DefaultDrift: 1% + 2ms).
+// get its local validity (default driver.DefaultDrift: 1% + 2ms). New
+// refuses a nil f.
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
-	return func(b *Backend) { b.drift = f }
+	return func(b *Backend) {
+		if f == nil {
+			b.opts.Invalid("sqllock", "WithDrift(nil)", "want a function")
+			return
+		}
+		b.drift = f
+	}
 }
 
 // New returns a backend that keeps its leases in a table of db. The
 // dialect is detected from db's driver (see [DetectDialect]) unless
-// [WithDialect] gives it.
+// [WithDialect] gives it. An option that cannot work (of several, the
+// first) makes New fail with an error wrapping driver.ErrInvalidBackend.
 func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, errors.New("sqllock: nil *sql.DB")
@@ -92,6 +101,9 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck, pollFirst: minPoll, pollCap: maxPoll}
 	for _, o := range opts {
 		o(b)
+	}
+	if err := b.opts.Err(); err != nil {
+		return nil, err
 	}
 	if b.dialect == "" {
 		d, err := DetectDialect(db)
@@ -104,20 +116,17 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.d = dialects[b.dialect]
-	if b.drift == nil {
-		return nil, errors.New("sqllock: nil drift function")
-	}
 	if b.d.listens && !b.listenerSet && usesPgx(db) {
 		b.listener, b.autoListen = pgxListener{db}, true
 	}
 	if b.listener != nil && !b.d.listens {
-		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
+		b.opts.Invalid("sqllock", "WithListener", fmt.Sprintf("notifications need PostgreSQL, not %s", b.dialect))
 	}
 	if b.conns != nil && b.d.native == nil {
-		return nil, fmt.Errorf("sqllock: WithConnectionScope: %s has no connection-scoped locks", b.dialect)
+		b.opts.Invalid("sqllock", "WithConnectionScope", fmt.Sprintf("%s has no connection-scoped locks", b.dialect))
 	}
-	if b.lossCheck <= 0 {
-		return nil, fmt.Errorf("sqllock: WithLossCheck(%v): want a positive interval", b.lossCheck)
+	if err := b.opts.Err(); err != nil {
+		return nil, err
 	}
 	b.ready = !b.schema
 	b.eng = tableEngine{b}
