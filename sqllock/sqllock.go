@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
@@ -21,7 +20,7 @@ import (
 // be called concurrently. It uses the *sql.DB it was given (its driver,
 // its pool) and never closes it, unless it was opened from a URL. The
 // methods of a nil *Backend, or of one not made by [New], return an error
-// wrapping distlock.ErrInvalidBackend (Capabilities: none).
+// wrapping driver.ErrInvalidBackend (Capabilities: none).
 type Backend struct {
 	db      *sql.DB
 	dialect Dialect
@@ -279,9 +278,9 @@ func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
 func (b *Backend) valid() error {
 	switch {
 	case b == nil:
-		return fmt.Errorf("sqllock: nil *Backend: %w", distlock.ErrInvalidBackend)
+		return fmt.Errorf("sqllock: nil *Backend: %w", driver.ErrInvalidBackend)
 	case b.db == nil:
-		return fmt.Errorf("sqllock: zero Backend: use New: %w", distlock.ErrInvalidBackend)
+		return fmt.Errorf("sqllock: zero Backend: use New: %w", driver.ErrInvalidBackend)
 	}
 	return nil
 }
