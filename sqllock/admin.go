@@ -2,13 +2,74 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/keylist"
 )
+
+// Inspect implements driver.Backend.
+func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := b.start(ctx); err != nil {
+		return driver.Info{}, err
+	}
+	var (
+		held               bool
+		token, left, since int64
+		holds, lim         int
+		meta               string
+	)
+	err := b.db.QueryRowContext(ctx, b.inspect.query, b.inspect.args(key)...).Scan(&held, &token, &holds, &left, &since, &meta, &lim)
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.Info{}, nil
+	}
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
+	}
+	if b.conns != nil && held {
+		// The row says held; the native lock says whether its connection
+		// lives.
+		if held, err = b.nativeHeld(ctx, key); err != nil {
+			return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
+		}
+	}
+	info := driver.Info{Token: uint64(token)}
+	if !held && b.conns == nil {
+		// A read-write lock or a semaphore keeps its holds apart.
+		if meta, err = b.inspectShared(ctx, key, &info); err != nil {
+			return driver.Info{}, err
+		}
+		if info.Kind == driver.Permit {
+			info.Limit = lim
+		}
+		since = -1
+	} else if held {
+		info.Held, info.Kind, info.Holds = true, driver.Exclusive, max(holds, 1)
+		info.TTL = time.Duration(left) * time.Microsecond
+	}
+	if !info.Held {
+		return info, nil
+	}
+	info.Meta = make(map[string]string)
+	if meta != "" {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(meta), &m); err != nil {
+			info.Warnings = append(info.Warnings, "the holder's metadata is not a JSON object of strings")
+		}
+		maps.Copy(info.Meta, m)
+	}
+	if since >= 0 {
+		info.Meta["since"] = strconv.FormatInt(since/1000, 10)
+	}
+	return info, nil
+}
 
 // List implements driver.Backend with one query for the held names, then
 // an Inspect of each.

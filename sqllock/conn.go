@@ -55,7 +55,15 @@ func WithConnectionScope() Option { return func(b *Backend) { b.conns = &connMod
 // holdings' connections still hold their locks (default 250ms): the
 // longest a lost connection goes unnoticed, and the period of one query
 // while the backend holds any lock.
-func WithLossCheck(every time.Duration) Option { return func(b *Backend) { b.lossCheck = every } }
+func WithLossCheck(every time.Duration) Option {
+	return func(b *Backend) {
+		if every <= 0 {
+			b.opts.Invalid("sqllock", fmt.Sprintf("WithLossCheck(%v)", every), "want a positive interval")
+			return
+		}
+		b.lossCheck = every
+	}
+}
 
 // DefaultLossCheck is the default interval of [WithLossCheck].
 const DefaultLossCheck = 250 * time.Millisecond
@@ -82,9 +90,9 @@ func NativeLockName(key string) string {
 // this process, each on its own connection.
 type connMode struct {
 	mu       sync.Mutex
-	leases   map[leaseID]*connLease
-	released map[leaseID]time.Time // recent releases, so that a repeat reports success
-	checking bool                  // the loss check runs
+	leases   map[driver.LeaseID]*connLease
+	released map[driver.LeaseID]time.Time // recent releases, so that a repeat reports success
+	checking bool                         // the loss check runs
 	closed   bool
 	stop     chan struct{}
 	done     chan struct{}
@@ -94,11 +102,9 @@ type connMode struct {
 	acquire, grab, take, refresh, release, unset, free, state stmt
 }
 
-type leaseID struct{ key, owner string }
-
 // connLease is one connection-scoped holding.
 type connLease struct {
-	id     leaseID
+	id     driver.LeaseID
 	conn   *sql.Conn
 	server int64 // the connection's id on the server: backend pid or CONNECTION_ID()
 	mark   mark  // the second native lock that names this holding
@@ -130,12 +136,9 @@ type connEngine struct{ b *Backend }
 
 func (connEngine) caps() driver.Capabilities { return driver.Capabilities{Notify: true} }
 
-func (connEngine) accepts(l driver.Lease, fair bool) error {
-	switch {
-	case l.Kind != driver.Exclusive:
-		return fmt.Errorf("sqllock: connection-scoped lock of kind %d: %w", l.Kind, errors.ErrUnsupported)
-	case fair:
-		return fmt.Errorf("sqllock: fair connection-scoped lock: %w", errors.ErrUnsupported)
+func (connEngine) accepts(l driver.Lease) error {
+	if l.Kind != driver.Exclusive {
+		return fmt.Errorf("sqllock: connection-scoped %s: %w", l.Kind, errors.ErrUnsupported)
 	}
 	return nil
 }
@@ -220,7 +223,7 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		return driver.Grant{}, err
 	}
 	c := b.conns
-	id := leaseID{req.Key, req.Owner}
+	id := req.ID()
 	c.mu.Lock()
 	l, closed := c.leases[id], c.closed
 	c.mu.Unlock()
@@ -283,7 +286,7 @@ func (b *Backend) acquireConn(ctx context.Context, req driver.Request, meta stri
 		return driver.Grant{}, errors.New("sqllock: Acquire on a closed backend")
 	}
 	if c.leases == nil {
-		c.leases = make(map[leaseID]*connLease)
+		c.leases = make(map[driver.LeaseID]*connLease)
 	}
 	c.leases[id] = l
 	if !c.checking {
@@ -305,7 +308,7 @@ func (c *connMode) drop(l *connLease, released bool) bool {
 		delete(c.leases, l.id)
 		if released {
 			if c.released == nil {
-				c.released = make(map[leaseID]time.Time)
+				c.released = make(map[driver.LeaseID]time.Time)
 			}
 			now := time.Now()
 			for id, at := range c.released {
@@ -327,7 +330,7 @@ func (c *connMode) drop(l *connLease, released bool) bool {
 func (c *connMode) lease(l driver.Lease) *connLease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.leases[leaseID{l.Key, l.Owner}]
+	return c.leases[l.ID()]
 }
 
 // refreshConn renews l on its connection. A statement cancelled in flight
@@ -361,7 +364,7 @@ func (b *Backend) releaseConn(ctx context.Context, lease driver.Lease) error {
 	l := c.lease(lease)
 	if l == nil {
 		c.mu.Lock()
-		_, repeat := c.released[leaseID{lease.Key, lease.Owner}]
+		_, repeat := c.released[lease.ID()]
 		c.mu.Unlock()
 		if repeat {
 			return nil
@@ -410,15 +413,15 @@ func (b *Backend) releasedConn(l *connLease) (bool, error) {
 	defer cancel()
 	c := b.conns
 	var owners, last []byte
-	err := b.db.QueryRowContext(ctx, c.state.query, c.state.args(l.id.key)...).Scan(&owners, &last)
+	err := b.db.QueryRowContext(ctx, c.state.query, c.state.args(l.id.Key)...).Scan(&owners, &last)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
 	case err != nil:
 		return false, err
-	case string(last) == l.id.owner && string(owners) != listed(l.id.owner):
+	case string(last) == l.id.Owner && string(owners) != listed(l.id.Owner):
 		return true, nil // the release committed; its reply was lost
-	case string(owners) != listed(l.id.owner):
+	case string(owners) != listed(l.id.Owner):
 		return false, nil
 	}
 	// The row still names l: the native lock says whether another
@@ -428,13 +431,13 @@ func (b *Backend) releasedConn(l *connLease) (bool, error) {
 		return false, err
 	}
 	if !mine[l] {
-		other, err := b.nativeHeld(ctx, l.id.key)
+		other, err := b.nativeHeld(ctx, l.id.Key)
 		if err != nil || other {
 			return false, err
 		}
 	}
 	discard(l.conn)
-	_, err = b.db.ExecContext(ctx, c.free.query, c.free.args(l.id.key, l.id.owner, listed(l.id.owner))...)
+	_, err = b.db.ExecContext(ctx, c.free.query, c.free.args(l.id.Key, l.id.Owner, listed(l.id.Owner))...)
 	return err == nil, err
 }
 

@@ -75,17 +75,17 @@ func (n namedLocks) refresh(ctx context.Context, l *connLease, ttl time.Duration
 		}
 		l.idle = s
 	}
-	_, err := l.conn.ExecContext(ctx, c.refresh.query, c.refresh.args(l.id.key, listed(l.id.owner), micros(ttl))...)
+	_, err := l.conn.ExecContext(ctx, c.refresh.query, c.refresh.args(l.id.Key, listed(l.id.Owner), micros(ttl))...)
 	return err
 }
 
 func (n namedLocks) release(ctx context.Context, l *connLease) (bool, error) {
 	c := n.b.conns
-	if _, err := l.conn.ExecContext(ctx, c.release.query, c.release.args(l.id.key, l.id.owner, listed(l.id.owner))...); err != nil {
+	if _, err := l.conn.ExecContext(ctx, c.release.query, c.release.args(l.id.Key, l.id.Owner, listed(l.id.Owner))...); err != nil {
 		return false, err
 	}
 	var key, mark sql.NullInt64
-	if err := l.conn.QueryRowContext(ctx, c.unset.query, c.unset.args(NativeLockName(l.id.key), l.mark.name())...).Scan(&key, &mark); err != nil {
+	if err := l.conn.QueryRowContext(ctx, c.unset.query, c.unset.args(NativeLockName(l.id.Key), l.mark.name())...).Scan(&key, &mark); err != nil {
 		return false, err
 	}
 	_, err := l.conn.ExecContext(ctx, "SET SESSION wait_timeout = DEFAULT")
@@ -99,7 +99,7 @@ func (n namedLocks) holders(ctx context.Context, leases []*connLease) (map[*conn
 	dest := make([]any, 2*len(leases))
 	for i, l := range leases {
 		cols = append(cols, "IS_USED_LOCK(?)", "IS_USED_LOCK(?)")
-		args = append(args, NativeLockName(l.id.key), l.mark.name())
+		args = append(args, NativeLockName(l.id.Key), l.mark.name())
 		dest[2*i], dest[2*i+1] = &ids[2*i], &ids[2*i+1]
 	}
 	if err := n.b.db.QueryRowContext(ctx, "SELECT "+strings.Join(cols, ", "), args...).Scan(dest...); err != nil {

@@ -120,7 +120,7 @@ func (n advisoryLocks) take(ctx context.Context, conn *sql.Conn, l *connLease, r
 func (n advisoryLocks) refresh(ctx context.Context, l *connLease, ttl time.Duration) error {
 	c := n.b.conns
 	var setting string
-	return l.conn.QueryRowContext(ctx, c.refresh.query, c.refresh.args(l.id.key, listed(l.id.owner), micros(ttl), idleMS(ttl))...).Scan(&setting)
+	return l.conn.QueryRowContext(ctx, c.refresh.query, c.refresh.args(l.id.Key, listed(l.id.Owner), micros(ttl), idleMS(ttl))...).Scan(&setting)
 }
 
 func (n advisoryLocks) release(ctx context.Context, l *connLease) (unlocked bool, err error) {
@@ -130,7 +130,7 @@ func (n advisoryLocks) release(ctx context.Context, l *connLease) (unlocked bool
 		notified int64
 		unmarked bool
 	)
-	args := c.release.args(l.id.key, l.id.owner, listed(l.id.owner), AdvisoryLockKey(l.id.key), l.mark.hi, l.mark.lo)
+	args := c.release.args(l.id.Key, l.id.Owner, listed(l.id.Owner), AdvisoryLockKey(l.id.Key), l.mark.hi, l.mark.lo)
 	err = l.conn.QueryRowContext(ctx, c.release.query, args...).Scan(&unlocked, &unmarked, &setting, &notified)
 	return unlocked, err
 }
@@ -160,7 +160,7 @@ WHERE locktype = 'advisory' AND objsubid IN (1, 2) AND granted AND pid = ANY($1:
 	}
 	held := make(map[*connLease]bool, len(leases))
 	for _, l := range leases {
-		k := uint64(AdvisoryLockKey(l.id.key))
+		k := uint64(AdvisoryLockKey(l.id.Key))
 		held[l] = have[lock{l.server, int64(k >> 32), int64(k & 0xffffffff), 1}] && have[lock{l.server, l.mark.hi, l.mark.lo, 2}]
 	}
 	return held, nil

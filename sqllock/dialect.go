@@ -20,12 +20,6 @@ const (
 // DefaultTable is the lease table's name unless [WithTable] says otherwise.
 const DefaultTable = "distlock_leases"
 
-// Column sizes of the MySQL schema, which needs bounded key columns.
-const (
-	maxKeyBytes   = 1024 // distlock.MaxKeyLen
-	maxOwnerBytes = 255
-)
-
 // Schema returns the DDL that creates the lease table for dialect, for
 // migration tools; New runs it (CREATE TABLE IF NOT EXISTS) on first use
 // unless [WithoutSchema] is given. One row per lock name:

@@ -5,10 +5,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // mysqlDialect is MySQL 8 or MariaDB 10.5 or newer. Keys and owners are
 // VARBINARY, compared byte for byte whatever the server's collation.
+// Their columns hold the contract's limits, driver.MaxKeyLen and
+// MaxOwnerLen, so every dialect stores what the contract allows.
 // Tokens count from the floor row (name ”); MySQL has no RETURNING, so
 // a statement returns the token it set as LAST_INSERT_ID(expr) in the OK
 // packet, and a row is read with a second statement. It has no
@@ -27,14 +31,14 @@ var mysqlDialect = &dialect{
 	placeholders: positional,
 	lease: func(table string) string {
 		return `CREATE TABLE IF NOT EXISTS ` + table + ` (
-	name       VARBINARY(` + strconv.Itoa(maxKeyBytes) + `) NOT NULL PRIMARY KEY,
+	name       VARBINARY(` + strconv.Itoa(driver.MaxKeyLen) + `) NOT NULL PRIMARY KEY,
 	owners     BLOB NOT NULL,
 	token      BIGINT NOT NULL DEFAULT 0,
 	holds      INT NOT NULL DEFAULT 0,
 	expires_us BIGINT NOT NULL DEFAULT 0,
 	since_us   BIGINT NOT NULL DEFAULT 0,
 	meta       TEXT NOT NULL,
-	last_owner VARBINARY(` + strconv.Itoa(maxOwnerBytes) + `) NOT NULL DEFAULT '',
+	last_owner VARBINARY(` + strconv.Itoa(driver.MaxOwnerLen) + `) NOT NULL DEFAULT '',
 	reentry    VARBINARY(64) NOT NULL DEFAULT '',
 	kind       INTEGER NOT NULL DEFAULT 0,
 	lim        INTEGER NOT NULL DEFAULT 0,
@@ -45,7 +49,7 @@ var mysqlDialect = &dialect{
 		return []string{`INSERT IGNORE INTO ` + table + ` (name, owners, meta) VALUES ('', '', '')`}
 	},
 	types: columnTypes{
-		key: "VARBINARY(" + strconv.Itoa(maxKeyBytes) + ")", owner: "VARBINARY(" + strconv.Itoa(maxOwnerBytes) + ")",
+		key: "VARBINARY(" + strconv.Itoa(driver.MaxKeyLen) + ")", owner: "VARBINARY(" + strconv.Itoa(driver.MaxOwnerLen) + ")",
 		kind: "SMALLINT", text: "TEXT NOT NULL", tail: " ENGINE=InnoDB",
 	},
 	lockRow: func(cols string) (string, string) {

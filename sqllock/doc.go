@@ -2,28 +2,33 @@
 // an SQL database: PostgreSQL, MySQL or MariaDB, or SQLite, through the
 // caller's own *sql.DB (its driver, its pool).
 //
+// # How it works
+//
 // Each lock name is one row: owner, the last token, expiry, the family
 // of lock that took the key, and the holder's metadata (see [Schema]).
 // Expiry is set and judged by the database's clock in the statement
 // itself; the client sends lease lengths, never times, so client clock
 // skew does not matter.
 //
+// Acquire, Release and Refresh are single statements evaluated under the
+// row's lock, so concurrent attempts have exactly one winner. PostgreSQL
+// answers every call in one round trip; MySQL and SQLite need a second,
+// read-only one when an attempt is refused (for the retry hint) or a
+// release is repeated. The MySQL statement reads the granted token back
+// through LAST_INSERT_ID(expr); it is tested on MariaDB 10.11. An attempt
+// that the database rolls back for a conflict with a concurrent one (a
+// deadlock, a serialisation failure, a busy SQLite file) is made once
+// more before its error reaches the caller.
+//
 // A key's row, and the rows of its read-write or semaphore holds, are
 // deleted once nobody has held the key for 10 seconds (a released hold's
 // row 10 seconds after its release): a sweeper runs, while the backend is
-// in use and the tables have rows, every 5 seconds. Tokens still never go
-// back for a key locked again: on PostgreSQL they all come from one
-// sequence per table (nextval, in the statement that grants); on MySQL
-// and SQLite each row counts on from a floor, one row per table that the
-// sweeper raises above a row's token, in the transaction that deletes it,
-// before deleting it. Both are ordinary committed data, so tokens keep
-// increasing across database crashes and restarts as long as the
-// committed data survive (a restored older backup could repeat tokens);
-// a PostgreSQL sequence moreover skips ahead, never back, after a crash.
-// Two limits follow from deleting rows: Inspect of a key nobody held for
-// a while reports token 0, and a release repeated more than 10 seconds
-// after the first reports driver.ErrNotHeld. All clients of a table must
-// run a version that deletes rows (see [Migration]).
+// in use and the tables have rows, every 5 seconds.
+//
+// Two limits follow from deleting rows: Inspect of a key nobody held for a
+// while reports token 0, and a release repeated more than 10 seconds after
+// the first reports driver.ErrNotHeld. All clients of a table must run a
+// version that deletes rows (see [Migration]).
 //
 // A key is used as one family of lock at a time: a mutex (re-entrant or
 // not), a read-write lock, or a semaphore of one size. Its row records
@@ -37,16 +42,6 @@
 // first mutex after a read-write lock or semaphore on a key pays three
 // more round trips, later ones none.
 //
-// Acquire, Release and Refresh are single statements evaluated under the
-// row's lock, so concurrent attempts have exactly one winner. PostgreSQL
-// answers every call in one round trip; MySQL and SQLite need a second,
-// read-only one when an attempt is refused (for the retry hint) or a
-// release is repeated. The MySQL statement reads the granted token back
-// through LAST_INSERT_ID(expr); it is tested on MariaDB 10.11. An attempt
-// that the database rolls back for a conflict with a concurrent one (a
-// deadlock, a serialisation failure, a busy SQLite file) is made once
-// more before its error reaches the caller.
-//
 // Release is idempotent per call: the row keeps the owner that released
 // last, so a release repeated after a lost reply reports success, until
 // the next holder of the key releases in turn or the row is reclaimed
@@ -54,17 +49,6 @@
 // ErrLockLost). A release that fails (a busy SQLite file, a lost
 // connection) changed nothing or completed whole, and returns when its
 // context ends; distlock repeats it until its outcome is known.
-//
-// Locks are re-entrant (Capabilities.Reentrant, every dialect): the row
-// lists the owners of its holds (see [Schema]), so a nested Acquire by the
-// same re-entrant identity adds its owner with the lease's token, a
-// repeated Acquire by a listed owner adds nothing, Release removes one
-// owner and the last one frees the row. A lease with several holds is
-// only ever lengthened. The table keeps a SHA-256 digest of the identity,
-// never the identity. Owner tokens may not contain a comma, the list's
-// separator; on MySQL the list is a BLOB (64 KiB: some thousands of holds
-// of distlock's 32-byte owners). A repeated release is recognised only
-// until another hold of the key is released (last_owner keeps one owner).
 //
 // Waiters are woken, not left to poll (Capabilities.Notify, every
 // dialect). Every release wakes at once the waiters of the key in the
@@ -101,17 +85,16 @@
 //
 // Fair (first-come, first-served) mutexes (Capabilities.Fair, every
 // dialect, re-entrant ones too) keep their waiters in line in a third
-// table (see [Schema]), each in its place for Request.Queue after its
-// last attempt, so that a waiter that vanished is skipped within that
-// time. A fair attempt is one transaction on the key's row (four to six
-// round trips): it takes a free lease only if no live waiter queued
-// before it. The row counts the waiters in line, so that a release with
-// none stays one statement; a release that finds some frees the lease and
-// grants it, in the same transaction, to the oldest live waiter (a direct
-// grant, as long as its place lasts), and wakes that waiter only (on
-// PostgreSQL, the notice names it); the waiter's next attempt finds the
-// lease its own and extends it to its TTL. Keys are 1 to 1024 bytes of
-// UTF-8 without NUL (driver.ErrInvalidKey otherwise).
+// table (see [Schema]), each in its place for Request.Queue after its last
+// attempt, so that a waiter that vanished is skipped within that time. A
+// fair attempt is one transaction on the key's row (four to six round
+// trips): it takes a free lease only if no live waiter queued before it.
+// The row counts the waiters in line, so that a release with none stays
+// one statement; a release that finds some frees the lease and grants it,
+// in the same transaction, to the oldest live waiter (a direct grant, as
+// long as its place lasts), and wakes that waiter only (on PostgreSQL, the
+// notice names it); the waiter's next attempt finds the lease its own and
+// extends it to its TTL.
 //
 // A second mode, [WithConnectionScope], holds the database's native lock
 // (PostgreSQL advisory locks, MySQL GET_LOCK) on a connection dedicated to
@@ -121,10 +104,41 @@
 // come from the table. It needs PostgreSQL 14 or newer. See
 // WithConnectionScope for when to use which.
 //
-// The package imports database/sql only. Package sqlurl registers the URL
-// schemes postgres, postgresql, mysql and sqlite and brings the drivers.
-// SQLite coordinates the processes of one host sharing a file; it does
-// not coordinate machines.
+// Keys are 1 to 1024 bytes of UTF-8 without NUL (driver.ErrInvalidKey
+// otherwise), owner tokens 1 to 255 bytes of UTF-8 without NUL or comma,
+// and every request is checked as driver.Request.Validate says
+// (driver.ErrInvalidRequest otherwise). The lengths are the contract's,
+// driver.MaxKeyLen and MaxOwnerLen, on every dialect.
+//
+// # Fencing tokens
+//
+// A key's tokens never go back, even when it is locked again after its row
+// was deleted: on PostgreSQL they all come from one sequence per table
+// (nextval, in the statement that grants); on MySQL and SQLite each row
+// counts on from a floor, one row per table that the sweeper raises above
+// a row's token, in the transaction that deletes it, before deleting it.
+// Both are ordinary committed data, so tokens keep increasing across
+// database crashes and restarts as long as the committed data survive (a
+// restored older backup could repeat tokens); a PostgreSQL sequence
+// moreover skips ahead, never back, after a crash.
+//
+// Every grant carries a token from the table's counter
+// (driver.Grant.Token) for package fence to check at the protected
+// resource; the Guarantees below say what must be true for tokens to keep
+// increasing.
+//
+// # Re-entrant locks
+//
+// Locks are re-entrant (Capabilities.Reentrant, every dialect): the row
+// lists the owners of its holds (see [Schema]), so a nested Acquire by the
+// same re-entrant identity adds its owner with the lease's token, a
+// repeated Acquire by a listed owner adds nothing, Release removes one
+// owner and the last one frees the row. A lease with several holds is
+// only ever lengthened. The table keeps a SHA-256 digest of the identity,
+// never the identity. Owner tokens may not contain a comma, the list's
+// separator; on MySQL the list is a BLOB (64 KiB: some thousands of holds
+// of distlock's 32-byte owners). A repeated release is recognised only
+// until another hold of the key is released (last_owner keeps one owner).
 //
 // # Guarantees
 //
@@ -163,4 +177,20 @@
 //	fair order                  waiters live (attempting within Request.Queue); a
 //	                            non-fair request on the same key does not queue
 //	coordination across hosts   PostgreSQL, MySQL: yes; SQLite: one host's processes only
+//
+// # Client settings
+//
+// sqllock uses the caller's *sql.DB (its driver, its pool) and never
+// closes it unless [WithOwnedDB] says so (the URL openers of package
+// sqlurl do). [WithTable] names the table; [WithoutSchema] leaves its
+// creation to a migration tool ([Schema], [Migration]); [WithDrift] sets
+// the drift allowance; [WithListener] sets how a PostgreSQL backend hears
+// releases; [WithConnectionScope] and [WithLossCheck] choose the
+// connection-scoped mode. An option that cannot work makes New fail with
+// an error wrapping driver.ErrInvalidBackend, which names it.
+//
+// The package imports database/sql only. Package sqlurl registers the URL
+// schemes postgres, postgresql, mysql and sqlite and brings the drivers.
+// SQLite coordinates the processes of one host sharing a file; it does
+// not coordinate machines.
 package sqllock

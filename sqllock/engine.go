@@ -17,8 +17,9 @@ type engine interface {
 	// caps is Backend.Capabilities.
 	caps() driver.Capabilities
 	// accepts returns an error wrapping errors.ErrUnsupported for a
-	// lease of a kind (or a fair request) the engine does not offer.
-	accepts(l driver.Lease, fair bool) error
+	// lease of a kind the engine does not offer, to release or refresh
+	// (Acquire checks a request against caps).
+	accepts(l driver.Lease) error
 	// acquire makes one attempt at req, whose metadata is meta (JSON).
 	acquire(ctx context.Context, req driver.Request, meta string) (driver.Grant, error)
 	// release ends l's hold, and returns the fair waiter it handed the

@@ -6,14 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 )
 
@@ -21,7 +18,7 @@ import (
 // be called concurrently. It uses the *sql.DB it was given (its driver,
 // its pool) and never closes it, unless it was opened from a URL. The
 // methods of a nil *Backend, or of one not made by [New], return an error
-// wrapping distlock.ErrInvalidBackend (Capabilities: none).
+// wrapping driver.ErrInvalidBackend (Capabilities: none).
 type Backend struct {
 	db      *sql.DB
 	dialect Dialect
@@ -39,8 +36,9 @@ type Backend struct {
 	hub         hub
 	local       *localHub // the process's hub of b's table, once known (without a listener)
 
-	eng       engine    // the mode: the lease table, or connection-scoped locks
-	conns     *connMode // connection-scoped mode; nil: the lease table alone
+	opts      driver.OptionCheck // the first invalid option, which New returns
+	eng       engine             // the mode: the lease table, or connection-scoped locks
+	conns     *connMode          // connection-scoped mode; nil: the lease table alone
 	lossCheck time.Duration
 
 	mu       sync.Mutex
@@ -77,14 +75,22 @@ func WithoutSchema() Option { return func(b *Backend) { b.schema = false } }
 func WithOwnedDB() Option { return func(b *Backend) { b.ownsDB = true } }
 
 // WithDrift sets the clock drift allowance subtracted from a lease's TTL to
-// get its local validity (default driver.DefaultDrift: 1% + 2ms).
+// get its local validity (default driver.DefaultDrift: 1% + 2ms). New
+// refuses a nil f.
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
-	return func(b *Backend) { b.drift = f }
+	return func(b *Backend) {
+		if f == nil {
+			b.opts.Invalid("sqllock", "WithDrift(nil)", "want a function")
+			return
+		}
+		b.drift = f
+	}
 }
 
 // New returns a backend that keeps its leases in a table of db. The
 // dialect is detected from db's driver (see [DetectDialect]) unless
-// [WithDialect] gives it.
+// [WithDialect] gives it. An option that cannot work (of several, the
+// first) makes New fail with an error wrapping driver.ErrInvalidBackend.
 func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, errors.New("sqllock: nil *sql.DB")
@@ -92,6 +98,9 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck, pollFirst: minPoll, pollCap: maxPoll}
 	for _, o := range opts {
 		o(b)
+	}
+	if err := b.opts.Err(); err != nil {
+		return nil, err
 	}
 	if b.dialect == "" {
 		d, err := DetectDialect(db)
@@ -104,20 +113,17 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 		return nil, err
 	}
 	b.d = dialects[b.dialect]
-	if b.drift == nil {
-		return nil, errors.New("sqllock: nil drift function")
-	}
 	if b.d.listens && !b.listenerSet && usesPgx(db) {
 		b.listener, b.autoListen = pgxListener{db}, true
 	}
 	if b.listener != nil && !b.d.listens {
-		return nil, fmt.Errorf("sqllock: WithListener on %s: notifications need PostgreSQL", b.dialect)
+		b.opts.Invalid("sqllock", "WithListener", fmt.Sprintf("notifications need PostgreSQL, not %s", b.dialect))
 	}
 	if b.conns != nil && b.d.native == nil {
-		return nil, fmt.Errorf("sqllock: WithConnectionScope: %s has no connection-scoped locks", b.dialect)
+		b.opts.Invalid("sqllock", "WithConnectionScope", fmt.Sprintf("%s has no connection-scoped locks", b.dialect))
 	}
-	if b.lossCheck <= 0 {
-		return nil, fmt.Errorf("sqllock: WithLossCheck(%v): want a positive interval", b.lossCheck)
+	if err := b.opts.Err(); err != nil {
+		return nil, err
 	}
 	b.ready = !b.schema
 	b.eng = tableEngine{b}
@@ -239,16 +245,24 @@ func (b *Backend) createTable(ctx context.Context) error {
 	return nil
 }
 
-// checkLease rejects what the table cannot store.
+// checkLease is l.Validate (the contract's limits: the key's and the
+// owner's lengths, the kind) followed by checkStorable.
 func checkLease(l driver.Lease) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("sqllock: %w", err)
+	}
+	return checkStorable(l)
+}
+
+// checkStorable rejects what the table cannot store within the contract's
+// limits: a key or owner that is not UTF-8 or holds a NUL, and an owner
+// with a comma, which separates the owners of a lease's holds.
+func checkStorable(l driver.Lease) error {
 	switch {
-	case l.Key == "" || len(l.Key) > maxKeyBytes || !utf8.ValidString(l.Key) || strings.IndexByte(l.Key, 0) >= 0:
-		return fmt.Errorf("sqllock: key %.40q: %w (want 1 to %d bytes of UTF-8 without NUL)", l.Key, driver.ErrInvalidKey, maxKeyBytes)
-	case l.Owner == "" || len(l.Owner) > maxOwnerBytes || !utf8.ValidString(l.Owner) || strings.ContainsAny(l.Owner, "\x00,"):
-		// The comma separates the owners of a lease's holds.
-		return fmt.Errorf("sqllock: owner token of %d bytes: want 1 to %d bytes of UTF-8 without NUL or comma", len(l.Owner), maxOwnerBytes)
-	case l.Kind > driver.Permit:
-		return fmt.Errorf("sqllock: lock kind %d: %w", l.Kind, errors.ErrUnsupported)
+	case !utf8.ValidString(l.Key) || strings.IndexByte(l.Key, 0) >= 0:
+		return fmt.Errorf("sqllock: key %.40q: %w (want UTF-8 without NUL)", l.Key, driver.ErrInvalidKey)
+	case !utf8.ValidString(l.Owner) || strings.ContainsAny(l.Owner, "\x00,"):
+		return fmt.Errorf("sqllock: key %.40q: owner token %.40q: %w (want UTF-8 without NUL or comma)", l.Key, l.Owner, driver.ErrInvalidRequest)
 	}
 	return nil
 }
@@ -262,9 +276,9 @@ func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
 func (b *Backend) valid() error {
 	switch {
 	case b == nil:
-		return fmt.Errorf("sqllock: nil *Backend: %w", distlock.ErrInvalidBackend)
+		return fmt.Errorf("sqllock: nil *Backend: %w", driver.ErrInvalidBackend)
 	case b.db == nil:
-		return fmt.Errorf("sqllock: zero Backend: use New: %w", distlock.ErrInvalidBackend)
+		return fmt.Errorf("sqllock: zero Backend: use New: %w", driver.ErrInvalidBackend)
 	}
 	return nil
 }
@@ -288,20 +302,11 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if err := b.valid(); err != nil {
 		return driver.Grant{}, err
 	}
-	if err := checkLease(req.Lease); err != nil {
+	if err := req.Validate(b.Capabilities()); err != nil {
+		return driver.Grant{}, fmt.Errorf("sqllock: %w", err)
+	}
+	if err := checkStorable(req.Lease); err != nil {
 		return driver.Grant{}, err
-	}
-	if req.TTL <= 0 {
-		return driver.Grant{}, fmt.Errorf("sqllock: TTL %v is not positive", req.TTL)
-	}
-	if err := b.eng.accepts(req.Lease, req.Fair); err != nil {
-		return driver.Grant{}, err
-	}
-	if req.Kind == driver.Permit && req.Limit < 1 {
-		return driver.Grant{}, fmt.Errorf("sqllock: semaphore limit %d: want at least 1", req.Limit)
-	}
-	if req.Kind != driver.Exclusive && req.Reentry != "" {
-		return driver.Grant{}, fmt.Errorf("sqllock: re-entrant lock of kind %d: %w", req.Kind, errors.ErrUnsupported)
 	}
 	if err := b.start(ctx); err != nil {
 		return driver.Grant{}, err
@@ -341,7 +346,7 @@ func (b *Backend) releaseOne(ctx context.Context, l driver.Lease) (string, error
 	if err := b.start(ctx); err != nil {
 		return "", err
 	}
-	if err := b.eng.accepts(l, false); err != nil {
+	if err := b.eng.accepts(l); err != nil {
 		return "", err
 	}
 	return b.eng.release(ctx, l)
@@ -364,16 +369,16 @@ func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) 
 
 // Refresh implements driver.Backend.
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	if err := checkLease(l); err != nil {
-		return 0, err
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("sqllock: %w", err)
 	}
-	if ttl <= 0 {
-		return 0, fmt.Errorf("sqllock: TTL %v is not positive", ttl)
+	if err := checkStorable(l); err != nil {
+		return 0, err
 	}
 	if err := b.start(ctx); err != nil {
 		return 0, err
 	}
-	if err := b.eng.accepts(l, false); err != nil {
+	if err := b.eng.accepts(l); err != nil {
 		return 0, err
 	}
 	return b.eng.refresh(ctx, l, ttl)
@@ -405,62 +410,6 @@ func (b *Backend) extend(ctx context.Context, ttl time.Duration, st, holding stm
 		return 0, driver.ErrNotHeld
 	}
 	return ttl - b.drift(ttl), nil
-}
-
-// Inspect implements driver.Backend.
-func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := b.start(ctx); err != nil {
-		return driver.Info{}, err
-	}
-	var (
-		held               bool
-		token, left, since int64
-		holds, lim         int
-		meta               string
-	)
-	err := b.db.QueryRowContext(ctx, b.inspect.query, b.inspect.args(key)...).Scan(&held, &token, &holds, &left, &since, &meta, &lim)
-	if errors.Is(err, sql.ErrNoRows) {
-		return driver.Info{}, nil
-	}
-	if err != nil {
-		return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
-	}
-	if b.conns != nil && held {
-		// The row says held; the native lock says whether its connection
-		// lives.
-		if held, err = b.nativeHeld(ctx, key); err != nil {
-			return driver.Info{}, fmt.Errorf("sqllock: inspect: %w", err)
-		}
-	}
-	info := driver.Info{Token: uint64(token)}
-	if !held && b.conns == nil {
-		// A read-write lock or a semaphore keeps its holds apart.
-		if meta, err = b.inspectShared(ctx, key, &info); err != nil {
-			return driver.Info{}, err
-		}
-		if info.Kind == driver.Permit {
-			info.Limit = lim
-		}
-		since = -1
-	} else if held {
-		info.Held, info.Kind, info.Holds = true, driver.Exclusive, max(holds, 1)
-		info.TTL = time.Duration(left) * time.Microsecond
-	}
-	if !info.Held {
-		return info, nil
-	}
-	info.Meta = make(map[string]string)
-	if meta != "" {
-		var m map[string]string
-		if err := json.Unmarshal([]byte(meta), &m); err != nil {
-			info.Warnings = append(info.Warnings, "the holder's metadata is not a JSON object of strings")
-		}
-		maps.Copy(info.Meta, m)
-	}
-	if since >= 0 {
-		info.Meta["since"] = strconv.FormatInt(since/1000, 10)
-	}
-	return info, nil
 }
 
 // Close implements driver.Backend. It closes the *sql.DB only with

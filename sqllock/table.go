@@ -26,12 +26,7 @@ func (tableEngine) caps() driver.Capabilities {
 	return driver.Capabilities{Reentrant: true, ReadWrite: true, Semaphore: true, Fair: true, Notify: true}
 }
 
-func (tableEngine) accepts(l driver.Lease, fair bool) error {
-	if fair && l.Kind != driver.Exclusive {
-		return fmt.Errorf("sqllock: fair lock of kind %d: %w", l.Kind, errors.ErrUnsupported)
-	}
-	return nil
-}
+func (tableEngine) accepts(driver.Lease) error { return nil }
 
 func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta string) (driver.Grant, error) {
 	b := e.b
