@@ -157,8 +157,8 @@ func (b *Backend) check(key string) error {
 	return nil
 }
 
-// checkLease is usable for a call on l (Release, Refresh): the contract's
-// check of the lease.
+// checkLease is usable for a Release of l: the contract's check of the
+// lease (Refresh checks its TTL too, with Lease.ValidateRefresh).
 func (b *Backend) checkLease(l driver.Lease) error {
 	if err := b.usable(); err != nil {
 		return err
