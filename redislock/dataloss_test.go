@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redistest"
 	"github.com/distlock-go/distlock/internal/testserver"
 	"github.com/distlock-go/distlock/redislock"
@@ -353,6 +354,12 @@ func TestMaxTTL(t *testing.T) {
 	_, err := c.Mutex(t.Name()).TryLock(ctx)
 	if err == nil || !strings.Contains(err.Error(), "WithMaxTTL") || !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("TryLock with a TTL above the maximum: %v; want an error naming WithMaxTTL", err)
+	}
+	// Below distlock's default TTL too: the refusal is ErrInvalidTTL, not
+	// a generic one.
+	c = distlock.New(newBackend(t, rdb, redislock.WithMaxTTL(10*time.Second)), distlock.WithTTL(20*time.Second))
+	if _, err := c.Mutex(t.Name()).Lock(ctx); !errors.Is(err, distlock.ErrInvalidTTL) || !errors.Is(err, driver.ErrTTLTooLong) {
+		t.Errorf("Lock with a TTL of 20s above a maximum of 10s: %v; want distlock.ErrInvalidTTL and driver.ErrTTLTooLong", err)
 	}
 	l, err := distlock.New(newBackend(t, rdb, redislock.WithMaxTTL(time.Minute)), distlock.WithTTL(time.Minute)).Mutex(t.Name()).TryLock(ctx)
 	if err != nil {

@@ -138,7 +138,7 @@
 // steady stream of readers cannot starve it; a writer that gives up
 // withdraws the claim. Each side is one script per operation.
 //
-// # Fencing tokens and lost data
+// # Fencing tokens
 //
 // A grant's token is max(last + 1, server clock in µs), where last is the
 // highest token the key's records keep: the lock key (the lease, or the
@@ -312,4 +312,11 @@
 //
 // The lease's deadline does not depend on any of this: the watchdog ends
 // the lease on time even while a renewal call hangs.
+//
+// [New] returns no error: a nil client or an invalid option (a nil
+// Option, WithDrift(nil), a WithReplicas count below 0 or without a
+// timeout, a Cluster prefix that would split a lock's keys over slots)
+// makes every method fail with an error wrapping driver.ErrInvalidBackend
+// that names it, which package distlock reports at once; a WithMaxTTL that
+// is not positive does so for every acquisition and renewal.
 package redislock

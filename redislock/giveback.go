@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
@@ -45,10 +46,8 @@ var errGivebackUnsettled = errors.New("redislock: an earlier give-back of this o
 type givebacks struct {
 	n  atomic.Int32
 	mu sync.Mutex
-	m  map[givebackKey]giveback
+	m  map[driver.LeaseID]giveback
 }
-
-type givebackKey struct{ key, owner string }
 
 type giveback struct {
 	token uint64
@@ -64,7 +63,7 @@ func (g *givebacks) unsettled(key, owner string) (uint64, string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e, ok := g.m[givebackKey{key, owner}]
+	e, ok := g.m[driver.LeaseID{Key: key, Owner: owner}]
 	if !ok || time.Now().After(e.until) {
 		return 0, ""
 	}
@@ -74,7 +73,7 @@ func (g *givebacks) unsettled(key, owner string) (uint64, string) {
 // note records the outcome of a give-back of token, sent as call: settled
 // when it is known to have run (or never to have been sent).
 func (g *givebacks) note(key, owner string, token uint64, call string, settled bool) {
-	k := givebackKey{key, owner}
+	k := driver.LeaseID{Key: key, Owner: owner}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if settled {
@@ -85,7 +84,7 @@ func (g *givebacks) note(key, owner string, token uint64, call string, settled b
 		return
 	}
 	if g.m == nil {
-		g.m = make(map[givebackKey]giveback)
+		g.m = make(map[driver.LeaseID]giveback)
 	}
 	now := time.Now()
 	if _, ok := g.m[k]; !ok && len(g.m) >= givebackMax {
@@ -106,7 +105,7 @@ func (g *givebacks) forget(key, owner string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.m, givebackKey{key, owner})
+	delete(g.m, driver.LeaseID{Key: key, Owner: owner})
 	g.n.Store(int32(len(g.m)))
 }
 

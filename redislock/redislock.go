@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 )
@@ -39,8 +38,8 @@ type Backend struct {
 	durable   bool
 	clockOff  bool
 	risks     redisnode.RiskCache
-	givebacks givebacks // see giveback.go
-	prefixErr error     // a prefix that would split a lock's keys over Cluster slots
+	givebacks givebacks          // see giveback.go
+	opts      driver.OptionCheck // the first invalid option, if any
 }
 
 var (
@@ -55,7 +54,7 @@ type Option func(*Backend)
 // On Redis Cluster, a "{" in it must open a whole hash tag ("{app}:" puts
 // every lock in one slot): a prefix whose brace would run into the tag of
 // the lock's name fails every call with an error wrapping
-// distlock.ErrInvalidBackend.
+// driver.ErrInvalidBackend.
 func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 
 // WithReplicas makes every acquisition of a mutex, and every renewal of
@@ -70,15 +69,30 @@ func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 // write, and Sentinel may promote a replica that did not acknowledge (see
 // the package documentation). Pass the lock's fencing token to the
 // resource for the remaining cases.
+//
+// An n below 0, or a timeout that is not positive with n above 0, fails
+// every call with an error wrapping driver.ErrInvalidBackend.
 func WithReplicas(n int, timeout time.Duration) Option {
-	return func(b *Backend) { b.replicas, b.waitFor = n, timeout }
+	return func(b *Backend) {
+		if n < 0 || n > 0 && timeout <= 0 {
+			b.opts.Invalid("redislock", fmt.Sprintf("WithReplicas(%d, %v)", n, timeout), "want n >= 0 and a positive timeout")
+			return
+		}
+		b.replicas, b.waitFor = n, timeout
+	}
 }
 
 // WithDrift sets the clock drift allowance subtracted from a lease's TTL
 // to get its local validity (default driver.DefaultDrift: 1% + 2ms). A nil
-// f fails every call with an error wrapping distlock.ErrInvalidBackend.
+// f fails every call with an error wrapping driver.ErrInvalidBackend.
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
-	return func(b *Backend) { b.drift = f }
+	return func(b *Backend) {
+		if f == nil {
+			b.opts.Invalid("redislock", "WithDrift(nil)", "want a drift function")
+			return
+		}
+		b.drift = f
+	}
 }
 
 // New returns a backend on rdb: a *redis.Client, *redis.ClusterClient or
@@ -89,12 +103,19 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 // MaxRetries -1, DialerRetries 1), so that every call ends within its
 // context's deadline with an error that names its cause. distlock's
 // watchdog ends a lease at its deadline either way.
+//
+// An invalid option (a nil one among them) makes every method fail with
+// an error wrapping driver.ErrInvalidBackend that names it.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer && v.IsNil() {
 		rdb = nil // a typed nil client: report it, do not panic on it
 	}
 	b := &Backend{rdb: rdb, prefix: DefaultPrefix, drift: driver.DefaultDrift, maxTTL: DefaultMaxTTL}
 	for _, opt := range opts {
+		if opt == nil {
+			b.opts.Invalid("redislock", "New", "a nil Option")
+			continue
+		}
 		opt(b)
 	}
 	if rdb != nil {
@@ -102,49 +123,57 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 		warnClientOptions(rdb)
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		b.prefixErr = redisnode.CheckPrefix(b.prefix)
+		if err := redisnode.CheckPrefix(b.prefix); err != nil {
+			b.opts.Invalid("redislock", fmt.Sprintf("WithPrefix(%q)", b.prefix), err.Error())
+		}
 	}
 	b.keys = redisnode.NewKeyCache(b.prefix, b.guard())
 	return b
 }
 
-var errNilClient = fmt.Errorf("redislock: nil redis client: %w", distlock.ErrInvalidBackend)
+var errNilClient = fmt.Errorf("redislock: nil redis client: %w", driver.ErrInvalidBackend)
 
-// usable reports whether b can serve calls: a backend that cannot fails
-// every call with an error wrapping distlock.ErrInvalidBackend, which a
-// waiting Lock does not retry.
+// usable reports whether b can serve calls: a backend that cannot (no
+// client, an invalid option; see [driver.OptionCheck]) fails every call
+// with an error wrapping driver.ErrInvalidBackend, which a waiting Lock
+// does not retry.
 func (b *Backend) usable() error {
 	if b == nil || b.rdb == nil {
 		return errNilClient
 	}
-	if b.replicas < 0 || (b.replicas > 0 && b.waitFor <= 0) {
-		return fmt.Errorf("redislock: WithReplicas(%d, %v): want n >= 0 and a positive timeout: %w", b.replicas, b.waitFor, distlock.ErrInvalidBackend)
-	}
-	if b.prefixErr != nil {
-		return fmt.Errorf("redislock: WithPrefix: %w: %w", b.prefixErr, distlock.ErrInvalidBackend)
-	}
-	if b.drift == nil {
-		return fmt.Errorf("redislock: WithDrift(nil): want a function: %w", distlock.ErrInvalidBackend)
-	}
-	return nil
+	return b.opts.Err()
 }
 
-// check is usable for a call on key, which must not be empty: its keys'
-// hash tag would be empty, and Redis Cluster would spread them over slots.
+// check is usable for a call given a key alone (Watch, Inspect), which
+// must be a key the contract allows: an empty one would leave its keys'
+// hash tag empty, and Redis Cluster would spread them over slots.
 func (b *Backend) check(key string) error {
 	if err := b.usable(); err != nil {
 		return err
 	}
-	if key == "" {
-		return fmt.Errorf("redislock: empty key: %w", driver.ErrInvalidKey)
+	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+		return fmt.Errorf("redislock: %w", err)
 	}
 	return nil
 }
 
-// checkLease fails a lease shorter than the millisecond Redis counts in.
-func checkLease(ttl time.Duration) error {
+// checkLease is usable for a Release of l: the contract's check of the
+// lease (Refresh checks its TTL too, with Lease.ValidateRefresh).
+func (b *Backend) checkLease(l driver.Lease) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("redislock: %w", err)
+	}
+	return nil
+}
+
+// checkMillis fails a lease shorter than the millisecond Redis counts in,
+// a limit narrower than the contract's.
+func checkMillis(ttl time.Duration) error {
 	if ttl < time.Millisecond {
-		return fmt.Errorf("redislock: TTL %v is below a millisecond", ttl)
+		return fmt.Errorf("redislock: TTL %v is below a millisecond: %w", ttl, driver.ErrInvalidRequest)
 	}
 	return nil
 }
@@ -159,13 +188,13 @@ func (b *Backend) Capabilities() driver.Capabilities {
 // Acquire implements driver.Backend in one round trip (two with
 // WithReplicas, which applies to mutexes only).
 func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if err := b.check(req.Key); err != nil {
+	if err := b.usable(); err != nil {
 		return driver.Grant{}, err
 	}
-	if req.Reentry != "" && req.Kind != driver.Exclusive {
-		return driver.Grant{}, fmt.Errorf("redislock: re-entrant locks are mutexes (kind %v): %w", req.Kind, errors.ErrUnsupported)
+	if err := req.Validate(b.Capabilities()); err != nil {
+		return driver.Grant{}, fmt.Errorf("redislock: %w", err)
 	}
-	if err := checkLease(req.TTL); err != nil {
+	if err := checkMillis(req.TTL); err != nil {
 		return driver.Grant{}, err
 	}
 	if err := b.checkTTL(req.TTL); err != nil {
@@ -309,7 +338,7 @@ func (b *Backend) acquireReplicated(ctx context.Context, k redisnode.Keys, req d
 // and the wake-up of waiters (for a fair waiter that gave up, a second one
 // takes it out of the line).
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
-	if err := b.check(l.Key); err != nil {
+	if err := b.checkLease(l); err != nil {
 		return err
 	}
 	k := b.keys.Get(l.Key)
@@ -329,10 +358,13 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 // (with WithReplicas, a mutex's renewal then waits for the replicas, as its
 // acquisition does).
 func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
-	if err := b.check(l.Key); err != nil {
+	if err := b.usable(); err != nil {
 		return 0, err
 	}
-	if err := checkLease(ttl); err != nil {
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("redislock: %w", err)
+	}
+	if err := checkMillis(ttl); err != nil {
 		return 0, err
 	}
 	if err := b.checkTTL(ttl); err != nil {

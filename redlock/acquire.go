@@ -44,9 +44,8 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	if err := b.check(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	if req.Kind != driver.Exclusive || req.Fair {
-		return driver.Grant{}, fmt.Errorf("redlock: mutexes only (kind %d, fair %v): %w",
-			req.Kind, req.Fair, errors.ErrUnsupported)
+	if err := req.Validate(b.Capabilities()); err != nil { // mutexes only
+		return driver.Grant{}, fmt.Errorf("redlock: %w", err)
 	}
 	validFor, err := b.validity(req.TTL)
 	if err != nil {

@@ -17,7 +17,7 @@
 // host or disk. Each runs the same one-round-trip scripts as package
 // redislock, so a node is exactly a redislock deployment.
 //
-// # The algorithm
+// # How it works
 //
 // Acquire sends the acquire script to every master at once, each with a
 // per-node timeout (see [DefaultNodeTimeout]: a quarter of the TTL, at most
@@ -241,4 +241,17 @@
 // Use an odd number of masters. N tolerates (N-1)/2 failed masters: 3
 // tolerate 1, 5 tolerate 2. An even N tolerates no more than N-1 (6
 // tolerate 2, like 5) and needs one more master up for a quorum.
+//
+// # Client settings
+//
+// [New] takes one go-redis client per master, which the caller keeps, set
+// up as its documentation says (ContextTimeoutEnabled, MaxRetries -1,
+// DialerRetries 1); clients opened from a "redlock://" URL (see
+// [OpenURL]) are set up so and closed with the backend. New returns no
+// error: no clients, a nil client, two clients of one master, or an
+// invalid option (a nil Option, WithDrift(nil), a WithNodeTimeout that
+// is not positive) makes every method fail with an error wrapping
+// driver.ErrInvalidBackend that names it, which package distlock reports
+// at once; a WithMaxTTL that is not positive does so for every
+// acquisition and renewal.
 package redlock

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 )
 
 var (
@@ -24,8 +24,8 @@ var (
 	ErrValidityExpired = errors.New("redlock: lease expired before the quorum was confirmed")
 
 	// ErrNoNodes is returned by every call of a Backend made from no clients.
-	// It wraps distlock.ErrInvalidBackend.
-	ErrNoNodes = fmt.Errorf("redlock: no nodes (give New one client per independent master; an odd number such as 3 or 5): %w", distlock.ErrInvalidBackend)
+	// It wraps driver.ErrInvalidBackend.
+	ErrNoNodes = fmt.Errorf("redlock: no nodes (give New one client per independent master; an odd number such as 3 or 5): %w", driver.ErrInvalidBackend)
 
 	// errPending is a node's error when an earlier request of the same owner
 	// to that node may still be waiting to run there (its reply was lost).

@@ -16,7 +16,7 @@ import (
 // holder's. Otherwise Token is the largest counter seen. It fails if fewer
 // than a quorum answered.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
-	if err := b.check(ctx); err != nil {
+	if err := b.checkKey(ctx, key); err != nil {
 		return driver.Info{}, err
 	}
 	k := b.keys.Get(key)

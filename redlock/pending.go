@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // pendingHorizon is how long an owner's unsettled releases are remembered.
@@ -36,10 +38,8 @@ const (
 type pendingSet struct {
 	n  atomic.Int32 // len(m)
 	mu sync.Mutex
-	m  map[pendingKey]*pendingEntry
+	m  map[driver.LeaseID]*pendingEntry
 }
-
-type pendingKey struct{ key, owner string }
 
 type pendingEntry struct {
 	inflight uint64 // a release to the node is in flight
@@ -55,7 +55,7 @@ func (p *pendingSet) blocked(key, owner string) (blocked, probe uint64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e := p.m[pendingKey{key, owner}]
+	e := p.m[driver.LeaseID{Key: key, Owner: owner}]
 	if e == nil || time.Now().After(e.until) {
 		return 0, 0
 	}
@@ -68,9 +68,9 @@ func (p *pendingSet) begin(key, owner string, nodes uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m = make(map[pendingKey]*pendingEntry)
+		p.m = make(map[driver.LeaseID]*pendingEntry)
 	}
-	k := pendingKey{key, owner}
+	k := driver.LeaseID{Key: key, Owner: owner}
 	e := p.m[k]
 	if e == nil {
 		if len(p.m) >= pendingSweep {
@@ -89,7 +89,7 @@ func (p *pendingSet) begin(key, owner string, nodes uint64) {
 func (p *pendingSet) end(key, owner string, node int, ran bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := pendingKey{key, owner}
+	k := driver.LeaseID{Key: key, Owner: owner}
 	e := p.m[k]
 	if e == nil {
 		return
@@ -114,7 +114,7 @@ func (p *pendingSet) forget(key, owner string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.m, pendingKey{key, owner})
+	delete(p.m, driver.LeaseID{Key: key, Owner: owner})
 	p.n.Store(int32(len(p.m)))
 }
 

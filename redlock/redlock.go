@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/internal/redisnode"
 )
@@ -78,7 +77,7 @@ type Backend struct {
 	durable   bool
 	clockOff  bool
 	risks     []redisnode.RiskCache // per node
-	err       error                 // set by New when the configuration cannot work
+	opts      driver.OptionCheck    // the first invalid option or argument of New, if any
 	pending   pendingSet
 	watchMu   sync.Mutex
 	watched   map[string]*watchers // by key: this backend's waiters (see gate)
@@ -118,7 +117,7 @@ func WithPrefix(p string) Option { return func(b *Backend) { b.prefix = p } }
 func WithNodeTimeout(d time.Duration) Option {
 	return func(b *Backend) {
 		if d <= 0 {
-			b.invalid(fmt.Errorf("redlock: WithNodeTimeout(%v): want a positive timeout", d))
+			b.opts.Invalid("redlock", fmt.Sprintf("WithNodeTimeout(%v)", d), "want a positive timeout")
 			return
 		}
 		b.nodeTimeout = d
@@ -133,19 +132,10 @@ func WithNodeTimeout(d time.Duration) Option {
 func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 	return func(b *Backend) {
 		if f == nil {
-			b.invalid(errors.New("redlock: WithDrift(nil)"))
+			b.opts.Invalid("redlock", "WithDrift(nil)", "want a drift function")
 			return
 		}
 		b.drift = f
-	}
-}
-
-func (b *Backend) invalid(err error) {
-	if b.err == nil {
-		if !errors.Is(err, distlock.ErrInvalidBackend) {
-			err = fmt.Errorf("%w: %w", err, distlock.ErrInvalidBackend)
-		}
-		b.err = err
 	}
 }
 
@@ -170,34 +160,33 @@ func (b *Backend) invalid(err error) {
 //
 // New does not fail: with no clients, a nil client, two clients of the same
 // address or an invalid option, every call of the backend returns an error
-// that says so.
+// that says so, wrapping driver.ErrInvalidBackend.
 func New(clients []redis.UniversalClient, opts ...Option) *Backend {
 	b := &Backend{prefix: DefaultPrefix, drift: driver.DefaultDrift, now: time.Now, maxTTL: DefaultMaxTTL}
 	for _, opt := range opts {
-		if opt != nil {
-			opt(b)
+		if opt == nil {
+			b.opts.Invalid("redlock", "New", "a nil Option")
+			continue
 		}
+		opt(b)
 	}
-	switch {
-	case len(clients) == 0:
-		b.invalid(ErrNoNodes)
-	case len(clients) > MaxNodes:
-		b.invalid(fmt.Errorf("redlock: %d clients; at most %d masters are supported", len(clients), MaxNodes))
+	if len(clients) > MaxNodes { // no clients: no nodes, see usable
+		b.opts.Invalid("redlock", "New", fmt.Sprintf("%d clients; at most %d masters are supported", len(clients), MaxNodes))
 	}
 	seen := make(map[string]int, len(clients))
 	for i, c := range clients {
 		if isNil(c) {
-			b.invalid(fmt.Errorf("redlock: client %d of %d is nil", i, len(clients)))
+			b.opts.Invalid("redlock", "New", fmt.Sprintf("client %d of %d is nil", i, len(clients)))
 			continue
 		}
 		addr, known := addrOf(c, i)
 		if j, dup := seen[addr]; dup && known {
-			b.invalid(fmt.Errorf("redlock: clients %d and %d both connect to %s: Redlock needs independent masters", j, i, addr))
+			b.opts.Invalid("redlock", "New", fmt.Sprintf("clients %d and %d both connect to %s; Redlock needs independent masters", j, i, addr))
 		}
 		seen[addr] = i
 		b.nodes = append(b.nodes, node{rdb: c, addr: addr})
 	}
-	if b.err != nil {
+	if b.opts.Err() != nil || len(b.nodes) == 0 {
 		b.nodes = nil
 		return b
 	}
@@ -238,18 +227,42 @@ func addrOf(c redis.UniversalClient, i int) (addr string, known bool) {
 
 var errNilContext = errors.New("redlock: nil context")
 
-func (b *Backend) check(ctx context.Context) error {
+// usable reports whether b can serve calls: a backend that cannot (no
+// nodes, an invalid option or argument of New; see [driver.OptionCheck])
+// fails every call with an error wrapping driver.ErrInvalidBackend, which
+// a waiting Lock does not retry.
+func (b *Backend) usable() error {
 	if b == nil {
 		return ErrNoNodes
 	}
-	if b.err != nil {
-		return b.err
+	if err := b.opts.Err(); err != nil {
+		return err
 	}
-	if len(b.nodes) == 0 { // a Backend not made by New
+	if len(b.nodes) == 0 { // no clients, or a Backend not made by New
 		return ErrNoNodes
+	}
+	return nil
+}
+
+// check is usable for a call with ctx.
+func (b *Backend) check(ctx context.Context) error {
+	if err := b.usable(); err != nil {
+		return err
 	}
 	if ctx == nil {
 		return errNilContext
+	}
+	return nil
+}
+
+// checkKey is check for a call given a key alone (Watch, Inspect), which
+// must be a key the contract allows.
+func (b *Backend) checkKey(ctx context.Context, key string) error {
+	if err := b.check(ctx); err != nil {
+		return err
+	}
+	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+		return fmt.Errorf("redlock: %w", err)
 	}
 	return nil
 }

@@ -28,6 +28,9 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	if err := b.check(ctx); err != nil {
 		return 0, err
 	}
+	if err := l.ValidateRefresh(ttl); err != nil {
+		return 0, fmt.Errorf("redlock: %w", err)
+	}
 	key, owner := l.Key, l.Owner
 	validFor, err := b.validity(ttl)
 	if err != nil {

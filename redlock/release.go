@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 
@@ -33,6 +34,9 @@ import (
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	if err := b.check(ctx); err != nil {
 		return err
+	}
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("redlock: %w", err)
 	}
 	key, owner := l.Key, l.Owner
 	k := b.keys.Get(key)

@@ -39,11 +39,11 @@ func OpenURL(_ context.Context, u *url.URL) (driver.Backend, error) {
 		return nil, err
 	}
 	b := New(clients, opts...)
-	if b.err != nil {
+	if err := b.usable(); err != nil {
 		for _, c := range clients {
 			_ = c.Close()
 		}
-		return nil, fmt.Errorf("%w: %s: %w", distlock.ErrInvalidURL, u.Redacted(), b.err)
+		return nil, fmt.Errorf("%w: %s: %w", distlock.ErrInvalidURL, u.Redacted(), err)
 	}
 	b.ownsRDB = true
 	return b, nil

@@ -38,7 +38,7 @@ const subscribeGrace = 50 * time.Millisecond
 // its subscription joins the watch when it is confirmed. It fails only if
 // no node could subscribe.
 func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error) {
-	if err := b.check(ctx); err != nil {
+	if err := b.checkKey(ctx, key); err != nil {
 		return nil, err
 	}
 	ch := b.keys.Get(key).Channel

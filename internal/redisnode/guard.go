@@ -3,7 +3,6 @@ package redisnode
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // Guard says how a node's scripts keep fencing tokens and leases safe when
@@ -171,14 +172,16 @@ func slotTag(s int) string {
 const DefaultMaxTTL = time.Minute
 
 // CheckTTL returns an error, named for pkg, if ttl is above the maximum
-// lease length max, or if max is not positive.
+// lease length max (one wrapping a [*driver.TTLTooLongError], so package
+// distlock reports [driver.ErrTTLTooLong] at once), or if max is not
+// positive (one wrapping [driver.ErrInvalidBackend]).
 func CheckTTL(pkg string, ttl, max time.Duration) error {
 	switch {
 	case max <= 0:
-		return fmt.Errorf("%s: WithMaxTTL(%v): want a positive maximum lease length", pkg, max)
+		return fmt.Errorf("%s: WithMaxTTL(%v): want a positive maximum lease length: %w", pkg, max, driver.ErrInvalidBackend)
 	case ttl > max:
-		return fmt.Errorf("%s: TTL %v is above the maximum lease length %v, which the restart guard waits out after a server lost its data; raise it on every client of these servers (WithMaxTTL, or max_ttl in a URL): %w",
-			pkg, ttl, max, errors.ErrUnsupported)
+		return fmt.Errorf("%s: %w", pkg, &driver.TTLTooLongError{TTL: ttl, Max: max,
+			Why: "which the restart guard waits out after a server lost its data; raise it on every client of these servers (WithMaxTTL, or max_ttl in a URL)"})
 	}
 	return nil
 }

@@ -1,10 +1,13 @@
 package redisnode
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock-go/distlock/driver"
 )
 
 // TestSlots: the CRC16 of Redis Cluster's specification, its hash tags, and
@@ -88,6 +91,41 @@ func TestRisks(t *testing.T) {
 		for _, w := range tt.want {
 			if !strings.Contains(all, w) {
 				t.Errorf("risks(%q, %q) = %q, want %q in it", tt.memory, tt.persistence, got, w)
+			}
+		}
+	}
+}
+
+// TestCheckTTL: a TTL above the maximum is a driver.TTLTooLongError (so
+// package distlock reports ErrInvalidTTL at once, whatever the TTL), and a
+// maximum that is not positive is an invalid backend.
+func TestCheckTTL(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		ttl, max time.Duration
+		want     error // nil: no error
+	}{
+		{"at the maximum", time.Minute, time.Minute, nil},
+		{"below the maximum", time.Second, time.Minute, nil},
+		{"above a short maximum", 20 * time.Second, 10 * time.Second, driver.ErrTTLTooLong},
+		{"above the default maximum", 2 * time.Minute, DefaultMaxTTL, driver.ErrTTLTooLong},
+		{"zero maximum", time.Second, 0, driver.ErrInvalidBackend},
+		{"negative maximum", time.Second, -time.Second, driver.ErrInvalidBackend},
+	} {
+		err := CheckTTL("pkg", tt.ttl, tt.max)
+		switch {
+		case tt.want == nil && err != nil:
+			t.Errorf("%s: CheckTTL(%v, %v) = %v; want nil", tt.name, tt.ttl, tt.max, err)
+		case tt.want == nil:
+		case err == nil || !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "pkg: "):
+			t.Errorf("%s: CheckTTL(%v, %v) = %v; want a pkg error wrapping %v", tt.name, tt.ttl, tt.max, err, tt.want)
+		case tt.want == driver.ErrTTLTooLong:
+			var e *driver.TTLTooLongError
+			if !errors.As(err, &e) || e.TTL != tt.ttl || e.Max != tt.max || !strings.Contains(err.Error(), "WithMaxTTL") {
+				t.Errorf("%s: CheckTTL(%v, %v) = %v; want a TTLTooLongError of TTL %v, maximum %v, naming WithMaxTTL", tt.name, tt.ttl, tt.max, err, tt.ttl, tt.max)
+			}
+			if !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("%s: %v does not wrap errors.ErrUnsupported", tt.name, err)
 			}
 		}
 	}
