@@ -934,20 +934,28 @@ func (b *Backend) Close() error {
 	if b == nil || b.cli == nil {
 		return errNilClient
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.shut() {
 		return nil
 	}
-	b.closed = true
-	for _, d := range b.deadlines {
-		d.timer.Stop()
-	}
-	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
 	if b.ownClient {
 		return b.cli.Close()
 	}
 	return nil
+}
+
+// shut marks the backend closed and stops its key deadlines; it reports
+// false if it was closed already.
+func (b *Backend) shut() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.closed = true
+	for _, d := range b.deadlines {
+		d.timer.Stop()
+	}
+	return true
 }
