@@ -154,6 +154,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		firstCheck    = 0
 		refusedAnchor = 0
 		refusedFamily = 1
+		refusedQueued = refusedFamily + len(families)
 	)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
@@ -179,7 +180,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return b.grantedHold(req, k, anchor, resp.Header.Revision, spare, start)
 	}
 	rs := inner.Responses
-	if queues(req) && rs[len(rs)-1].GetResponseTxn().Succeeded { // the last: the anchor put in line
+	if queues(req) && rs[refusedQueued].GetResponseTxn().Succeeded { // the anchor put in line
 		// In line: the spare is the identity's lease, kept alive while
 		// the identity waits.
 		if err := b.keep(anchor, spare); err != nil {
@@ -189,7 +190,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return driver.Grant{}, true, nil
 	}
 	b.putSpare(spare)
-	if err := k.mismatch(req.Key, req.Kind, 0, rs[refusedFamily:refusedFamily+len(families)]); err != nil {
+	if err := k.mismatch(req.Key, req.Kind, 0, rs[refusedFamily:refusedQueued]); err != nil {
 		return driver.Grant{}, false, err
 	}
 	anc := rs[refusedAnchor].GetResponseRange().Kvs
