@@ -366,7 +366,17 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // (fromWatch), a repeat that renews its holding (renew), a look at the
 // line before making a node (look), the node's making (make), and the
 // judging of the line (judge), which grants, refuses, or clears a lapsed
-// node and lists the line again.
+// node and lists the line again. Each phase either ends the attempt or
+// hands it to the next:
+//
+//	locate     the owner's node, if it has one (a repeat, a waiter)
+//	fromWatch  a waiter's turn, or its node still behind: grant or refuse, no request
+//	renew      a holder's repeat: rewrite its node, or lose it if it vanished
+//	look       no node, and a retry or a busy key: list first, refuse if blocked
+//	make       no node: create it; alone in its line, it is granted
+//	judge      list the line: first (grant), a lapsed node in the way
+//	           (clear it, list again), another family (KindError), or
+//	           blocked (wait: keep the place, or delete the node)
 type attempt struct {
 	b       *Backend
 	req     driver.Request
