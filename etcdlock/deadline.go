@@ -26,33 +26,38 @@ import (
 //
 // # The life of a deadline
 //
-// A deadline is in one of the phases below (see [deadline.phaseLocked]); the
-// transitions are the methods of deadline in this file, each run with
-// b.mu held, and called by the Backend's methods in hold.go (an owner's
-// key) and reentry.go (a re-entrant identity, keyed by its anchor).
+// A deadline is in one of the phases below (the constants phaseArmed,
+// phaseInLine, ..., see [deadline.phaseLocked]), which it goes through by
+// the transitions in this file, each run with b.mu held. The Backend's
+// methods in hold.go (an owner's key) and reentry.go (a re-entrant
+// identity, keyed by its anchor) take b.mu and make them.
 //
 //	(none) ──arm──▶ armed ──place──▶ inLine
 //	                  │                 │
 //	                 hold              hold
-//	                  ▼                 ▼
-//	                holding ◀──────────┘
+//	                  ▼                 │
+//	                holding ◀───────────┘
 //	                  │  ▲
-//	                 end hold
+//	                 end hold (on a new lease)
 //	                  ▼  │
 //	                 ended
 //
 //	vanish:  inLine, holding, ended ──▶ armed
 //	drop:    every phase but lapsing ──▶ (none)
-//	lapse:   every phase, once the time passed ──▶ lapsing ──the key deleted──▶ (none)
+//	lapse:   every phase, once its time passed ──▶ lapsing ──the key deleted──▶ (none)
 //
-// arm names the owner's key and sets the time before an attempt is sent;
-// place notes the revision of a waiter's place that a reply told; hold
-// ties the key to the lease of a grant and opens its Grant.Lost; end
-// closes Grant.Lost (the lease ended, the key moved to a lease that
-// ended, the time passed); vanish forgets a key an attempt found gone, so
-// that the deadline ends whatever key the owner puts next; drop forgets
-// the key, released or known not to exist. A deadline in every phase but
-// lapsing can be extended (extend) or set (set).
+// arm (Backend.arm, newDeadlineLocked) names the owner's key and sets its
+// time before an attempt is sent; place (setDeadline without a lease)
+// notes the revision of a waiter's place that a reply told; hold
+// (holdLocked) ties the key to the lease of a grant and opens its
+// Grant.Lost; end (endLocked) closes Grant.Lost: the lease ended, the key
+// moved to a lease that ended, its time passed; vanish (vanishLocked)
+// forgets a key an attempt found gone, so that the deadline ends whatever
+// key the owner puts next; drop (dropLocked, by forget and dropHold)
+// forgets the key, released or known not to exist; lapse deletes it. In
+// every phase but lapsing the time moves: only later (extendLocked) before
+// an attempt or while a renewal's outcome is unknown, to what a reply
+// told (setLocked) once it is known.
 //
 // An identity's deadline is holding from the moment the backend keeps its
 // lease alive (see Backend.keep), before a reply tells the anchor's

@@ -62,7 +62,7 @@ type Backend struct {
 	leases    map[int64]*lease // by TTL in seconds
 	receipts  *lease
 	granted   time.Time            // of receipts
-	deadlines map[string]*deadline // by etcd key (see hold.go)
+	deadlines map[string]*deadline // by etcd key (see deadline.go)
 	reholds   map[string]string    // re-entrant hold key -> its anchor (see reentry.go)
 	names     map[string]string    // ownerIndex -> the name of the owner's key (see hold.go)
 	id        string               // in the names of the backend's keys
