@@ -62,7 +62,7 @@ type Backend struct {
 	leases    map[int64]*lease // by TTL in seconds
 	receipts  *lease
 	granted   time.Time            // of receipts
-	deadlines map[string]*deadline // by etcd key (see hold.go)
+	deadlines map[string]*deadline // by etcd key (see deadline.go)
 	reholds   map[string]string    // re-entrant hold key -> its anchor (see reentry.go)
 	names     map[string]string    // ownerIndex -> the name of the owner's key (see hold.go)
 	id        string               // in the names of the backend's keys
@@ -934,20 +934,28 @@ func (b *Backend) Close() error {
 	if b == nil || b.cli == nil {
 		return errNilClient
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.shut() {
 		return nil
 	}
-	b.closed = true
-	for _, d := range b.deadlines {
-		d.timer.Stop()
-	}
-	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
 	if b.ownClient {
 		return b.cli.Close()
 	}
 	return nil
+}
+
+// shut marks the backend closed and stops its key deadlines; it reports
+// false if it was closed already.
+func (b *Backend) shut() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.closed = true
+	for _, d := range b.deadlines {
+		d.timer.Stop()
+	}
+	return true
 }

@@ -6,65 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/distlock-go/distlock/driver"
 )
-
-// A lease is shared by every key of the backend with the same TTL in
-// seconds, and kept alive as long as the backend runs; it ends the keys
-// of a backend that stopped (a crashed or partitioned process). A key
-// must also end when its own holder stops renewing it: the backend keeps
-// a deadline per key (the TTL of the holding, or the Queue of a waiter's
-// place, from the start of the attempt or renewal that set it) and
-// deletes the key when it passes.
-//
-// The deadline is armed before an attempt sends anything: a key whose
-// reply was lost, and that nobody asks for again or releases, ends at its
-// TTL like any other, not with the lease.
-//
-// The deadline of a holding also knows the lease its key is on, which a
-// Refresh with a TTL of other whole seconds changes, and the holding's
-// Grant.Lost channel: it closes when that lease ends (or, after a move
-// whose outcome is unknown, any lease the key may be on).
-
-// deadline is the local end of one key of this backend.
-type deadline struct {
-	rev   int64 // the key's create revision; 0 until a reply tells it
-	at    time.Time
-	timer *time.Timer
-	// on, for a holding, lists the leases its key may be on: one, or
-	// more after moves of unknown outcome; the last is the one moved to.
-	// Empty for a waiter's place.
-	on   []*lease
-	lost chan struct{} // a holding's Grant.Lost
-
-	// index is the key's owner's name in Backend.names; val is the
-	// value the owner's attempts put, which tells the owner's key from an
-	// earlier one of the same name.
-	index, val string
-
-	// holds, for the deadline of a re-entrant identity (keyed by its
-	// anchor, see reentry.go), lists the hold keys this backend put or
-	// may have put; nil for any other key.
-	holds map[string]bool
-
-	// place, for a waiter's place, is the lease its key was put on (nil:
-	// unknown). turn is the key's create revision once a watch saw every
-	// key ahead of it in line deleted and the key still there: from then
-	// on the key holds the lock (see watch.go). 0 otherwise.
-	place *lease
-	turn  int64
-	// behind is the key's create revision while a watch's read of the
-	// line, made since the owner's last request, saw keys ahead of it
-	// (see Backend.behind); 0 otherwise.
-	behind int64
-
-	// lapsing, while the key is being deleted, is closed once it is:
-	// a new attempt of the owner waits, so that the deletion cannot
-	// take a key that attempt puts or confirms.
-	lapsing chan struct{}
-}
 
 // arm names the owner's key and makes it end at at, or later if its
 // deadline is later, before an attempt that may put it is sent. If the
@@ -80,50 +23,47 @@ type deadline struct {
 // its deadline is kept, so no other owner's attempt puts it meanwhile.
 func (b *Backend) arm(ctx context.Context, req driver.Request, k keys, at time.Time) (keys, error) {
 	index := ownerIndex(k.lock, req.Kind, req.Owner)
-	var d *deadline
-	for d == nil {
-		b.mu.Lock()
-		name, ok := b.names[index]
-		if !ok {
-			val, err := holdingValue(req)
-			if err != nil {
-				b.mu.Unlock()
-				return keys{}, err
-			}
-			name = b.freeNameLocked(k.sub)
-			d = b.newDeadline(name, 0, at)
-			d.index, d.val = index, val
-			if b.names == nil {
-				b.names = make(map[string]string)
-			}
-			b.names[index] = name
-			break
+	for {
+		named, lapsing, err := b.armOnce(req, k, index, at)
+		if err != nil || lapsing == nil {
+			return named, err
 		}
-		d = b.deadlines[name]
-		if d == nil {
-			delete(b.names, index) // not kept: a name to find anew
-			b.mu.Unlock()
-			continue
-		}
-		if d.lapsing != nil {
-			wait := d.lapsing
-			d = nil
-			b.mu.Unlock()
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return keys{}, ctx.Err()
-			}
-			continue
-		}
-		if at.After(d.at) {
-			d.at = at
-			d.timer.Reset(time.Until(at))
+		select {
+		case <-lapsing:
+		case <-ctx.Done():
+			return keys{}, ctx.Err()
 		}
 	}
-	k.own, k.val = b.names[index], d.val
-	b.mu.Unlock()
-	return k, nil
+}
+
+// armOnce is arm's work under b.mu: it returns k named, or, if the
+// owner's key is being deleted for a passed deadline, the channel that
+// closes once it is.
+func (b *Backend) armOnce(req driver.Request, k keys, index string, at time.Time) (keys, <-chan struct{}, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	name, ok := b.names[index]
+	d := b.deadlines[name]
+	switch {
+	case !ok || d == nil: // none kept: a name to find anew
+		val, err := holdingValue(req)
+		if err != nil {
+			return keys{}, nil, err
+		}
+		name = b.freeNameLocked(k.sub)
+		d = b.newDeadlineLocked(name, 0, at)
+		d.index, d.val = index, val
+		if b.names == nil {
+			b.names = make(map[string]string)
+		}
+		b.names[index] = name
+	case d.phaseLocked() == phaseLapsing:
+		return keys{}, d.lapsing, nil
+	default:
+		d.extendLocked(at)
+	}
+	k.own, k.val = name, d.val
+	return k, nil, nil
 }
 
 // ownerIndex is the name under which Backend.names records the key of
@@ -158,15 +98,6 @@ func (b *Backend) named(k keys, kind driver.Kind, owner string) (keys, bool) {
 	return k, true
 }
 
-// dropLocked drops the deadline of key, and its owner's record of the
-// name; b.mu must be held.
-func (b *Backend) dropLocked(key string) {
-	if d := b.deadlines[key]; d != nil && d.index != "" && b.names[d.index] == key {
-		delete(b.names, d.index)
-	}
-	delete(b.deadlines, key)
-}
-
 // revision returns the create revision of key as the backend knows it
 // (0: unknown).
 func (b *Backend) revision(key string) int64 {
@@ -178,12 +109,13 @@ func (b *Backend) revision(key string) int64 {
 	return 0
 }
 
-// whenSettled runs f, with b.mu held, on key's deadline (nil if it has
-// none) once the key is not being deleted for a passed deadline, waiting
-// until such a deletion is done. If ctx ends first, f does not run.
-func (b *Backend) whenSettled(ctx context.Context, key string, f func(d *deadline)) error {
+// whenSettled runs fLocked, with b.mu held, on key's deadline (nil if it
+// has none) once the key is not being deleted for a passed deadline,
+// waiting until such a deletion is done. If ctx ends first, fLocked does
+// not run.
+func (b *Backend) whenSettled(ctx context.Context, key string, fLocked func(d *deadline)) error {
 	for {
-		wait := b.settled(key, f)
+		wait := b.settled(key, fLocked)
 		if wait == nil {
 			return nil
 		}
@@ -195,17 +127,17 @@ func (b *Backend) whenSettled(ctx context.Context, key string, f func(d *deadlin
 	}
 }
 
-// settled runs f, with b.mu held, on key's deadline (nil if it
-// has none) if the key is not being deleted for a passed deadline; else
-// it returns the channel closed once it is.
-func (b *Backend) settled(key string, f func(d *deadline)) (lapsing <-chan struct{}) {
+// settled runs fLocked, with b.mu held, on key's deadline (nil if it has
+// none) if the key is not being deleted for a passed deadline; else it
+// returns the channel closed once it is.
+func (b *Backend) settled(key string, fLocked func(d *deadline)) (lapsing <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d != nil && d.lapsing != nil {
+	if d != nil && d.phaseLocked() == phaseLapsing {
 		return d.lapsing
 	}
-	f(d)
+	fLocked(d)
 	return nil
 }
 
@@ -219,42 +151,24 @@ func (b *Backend) setDeadline(key string, rev int64, at time.Time, l *lease) <-c
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
 	switch {
-	case d != nil && d.lapsing != nil:
+	case d != nil && d.phaseLocked() == phaseLapsing:
 		return d.lost
 	case d != nil && (d.rev == rev || d.rev == 0):
-		d.rev, d.at = rev, at
-		d.timer.Reset(time.Until(at))
-	default:
+		d.rev = rev
+		d.setLocked(at)
+	default: // another key under the name: a deadline of its own
 		var index, val string
 		if d != nil {
 			d.timer.Stop()
 			index, val = d.index, d.val
 		}
-		d = b.newDeadline(key, rev, at)
+		d = b.newDeadlineLocked(key, rev, at)
 		d.index, d.val = index, val
 	}
 	if l == nil {
 		return nil
 	}
-	d.place, d.turn, d.behind = nil, 0, 0
-	if d.lost == nil || closed(d.lost) || len(d.on) != 1 || d.on[0] != l {
-		d.on, d.lost = []*lease{l}, make(chan struct{})
-		if l.gone() {
-			close(d.lost)
-		}
-	}
-	return d.lost
-}
-
-// newDeadline adds a deadline; b.mu must be held.
-func (b *Backend) newDeadline(key string, rev int64, at time.Time) *deadline {
-	if b.deadlines == nil {
-		b.deadlines = make(map[string]*deadline)
-	}
-	d := &deadline{rev: rev, at: at}
-	d.timer = time.AfterFunc(time.Until(at), func() { b.lapse(key, d) })
-	b.deadlines[key] = d
-	return d
+	return d.holdLocked(l)
 }
 
 // leaseEnded ends the holdings on l: l is gone.
@@ -262,8 +176,8 @@ func (b *Backend) leaseEnded(l *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, d := range b.deadlines {
-		if d.lost != nil && slices.Contains(d.on, l) && !closed(d.lost) {
-			close(d.lost)
+		if slices.Contains(d.on, l) {
+			d.endLocked()
 		}
 	}
 }
@@ -275,12 +189,12 @@ func (b *Backend) moving(key string, to *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lost == nil || slices.Contains(d.on, to) {
+	if d == nil || !d.grantedLocked() || slices.Contains(d.on, to) {
 		return
 	}
 	d.on = append(d.on, to)
-	if to.gone() && !closed(d.lost) {
-		close(d.lost)
+	if to.gone() {
+		d.endLocked()
 	}
 }
 
@@ -298,7 +212,7 @@ func (b *Backend) unmoved(key string, to *lease) {
 func (b *Backend) moved(key string, l *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[key]; d != nil && d.lost != nil && slices.Contains(d.on, l) {
+	if d := b.deadlines[key]; d != nil && d.grantedLocked() && slices.Contains(d.on, l) {
 		d.on = []*lease{l}
 	}
 }
@@ -319,8 +233,8 @@ func (b *Backend) holding(key string) *lease {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lost == nil || closed(d.lost) {
-		return nil // a deletion for a passed deadline closes lost first
+	if d == nil || d.phaseLocked() != phaseHolding {
+		return nil // a deletion for a passed deadline ends the holding first
 	}
 	return d.on[len(d.on)-1]
 }
@@ -331,13 +245,10 @@ func (b *Backend) extendDeadline(key string, at time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lapsing != nil || len(d.on) == 0 {
+	if d == nil || !d.grantedLocked() {
 		return false
 	}
-	if at.After(d.at) {
-		d.at = at
-		d.timer.Reset(time.Until(at))
-	}
+	d.extendLocked(at)
 	return true
 }
 
@@ -348,9 +259,8 @@ func (b *Backend) extendDeadline(key string, at time.Time) bool {
 func (b *Backend) setAt(key string, at time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[key]; d != nil && d.lapsing == nil && len(d.on) > 0 {
-		d.at = at
-		d.timer.Reset(time.Until(at))
+	if d := b.deadlines[key]; d != nil && d.grantedLocked() {
+		d.setLocked(at)
 	}
 }
 
@@ -359,7 +269,7 @@ func (b *Backend) setAt(key string, at time.Time) {
 func (b *Backend) forget(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[key]; d != nil && d.lapsing == nil {
+	if d := b.deadlines[key]; d != nil && d.phaseLocked() != phaseLapsing {
 		d.timer.Stop()
 		b.dropLocked(key)
 	}
@@ -373,13 +283,10 @@ func (b *Backend) vanished(key string, rev int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lapsing != nil || (d.rev != rev && d.rev != 0) {
+	if d == nil || d.phaseLocked() == phaseLapsing || (d.rev != rev && d.rev != 0) {
 		return
 	}
-	if d.lost != nil && !closed(d.lost) {
-		close(d.lost)
-	}
-	d.rev, d.on, d.lost, d.place, d.turn, d.behind = 0, nil, nil, nil, 0, 0
+	d.vanishLocked()
 }
 
 // placed notes that the waiter's place key, created at rev, is on lease
@@ -387,7 +294,7 @@ func (b *Backend) vanished(key string, rev int64) {
 func (b *Backend) placed(key string, rev int64, l *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lost == nil {
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.waitingLocked() {
 		d.place = l
 	}
 }
@@ -397,7 +304,7 @@ func (b *Backend) placed(key string, rev int64, l *lease) {
 func (b *Backend) sawTurn(key string, rev int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lapsing == nil && d.lost == nil {
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.waitingLocked() {
 		d.turn, d.behind = rev, 0
 	}
 }
@@ -417,7 +324,7 @@ func (b *Backend) lostTurn(key string, rev int64) {
 func (b *Backend) sawBehind(key string, rev int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[key]; d != nil && d.rev == rev && d.lapsing == nil && d.lost == nil {
+	if d := b.deadlines[key]; d != nil && d.rev == rev && d.waitingLocked() {
 		d.behind = rev
 	}
 }
@@ -431,7 +338,7 @@ func (b *Backend) behind(key string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lapsing != nil || d.lost != nil || d.behind == 0 || d.behind != d.rev {
+	if d == nil || !d.waitingLocked() || d.behind == 0 || d.behind != d.rev {
 		return 0
 	}
 	d.behind = 0
@@ -444,7 +351,7 @@ func (b *Backend) held(key string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lapsing != nil || d.lost == nil || closed(d.lost) {
+	if d == nil || d.phaseLocked() != phaseHolding {
 		return 0
 	}
 	return d.rev
@@ -456,7 +363,7 @@ func (b *Backend) inLine(key string) (int64, *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lapsing != nil || d.lost != nil || d.rev == 0 || d.place == nil {
+	if d == nil || d.phaseLocked() != phaseInLine || d.place == nil {
 		return 0, nil
 	}
 	return d.rev, d.place
@@ -468,70 +375,10 @@ func (b *Backend) turn(key string) (int64, *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[key]
-	if d == nil || d.lapsing != nil || d.lost != nil || d.turn == 0 || d.turn != d.rev || d.place == nil {
+	if d == nil || d.phaseLocked() != phaseInLine || d.turn == 0 || d.turn != d.rev || d.place == nil {
 		return 0, nil
 	}
 	return d.turn, d.place
-}
-
-// lapse runs on d's timer: the key is deleted if d has passed. A key
-// whose create revision is unknown (its attempt's reply was lost) is
-// deleted whatever its revision if it has the owner's value: no attempt
-// of the owner runs meanwhile.
-func (b *Backend) lapse(key string, d *deadline) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.deadlines[key] != d || d.lapsing != nil {
-		return
-	}
-	if wait := time.Until(d.at); wait > 0 {
-		d.timer.Reset(wait)
-		return
-	}
-	d.lapsing = make(chan struct{})
-	if d.lost != nil && !closed(d.lost) {
-		close(d.lost) // the holding ends with its key
-	}
-	if d.holds != nil {
-		b.lapseIdentity(key, d)
-		return
-	}
-	done := func() {
-		b.mu.Lock()
-		if b.deadlines[key] == d {
-			b.dropLocked(key)
-		}
-		close(d.lapsing)
-		b.mu.Unlock()
-	}
-	rev, val := d.rev, d.val
-	started := b.goLocked(func() {
-		defer done()
-		// Retried for a while; a cluster out of reach that long has
-		// stopped the keep-alive too, and the lease ends the key.
-		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-		defer cancel()
-		for ctx.Err() == nil {
-			txn := b.cli.Txn(ctx)
-			switch {
-			case rev != 0:
-				txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
-			case val != "":
-				txn = txn.If(clientv3.Compare(clientv3.Value(key), "=", val))
-			}
-			if _, err := txn.Then(clientv3.OpDelete(key)).Commit(); err == nil {
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	})
-	if !started { // closed: the lease, no longer kept alive, ends the key
-		b.dropLocked(key)
-		close(d.lapsing)
-	}
 }
 
 // goLocked runs f in a goroutine that Close waits for, unless the backend

@@ -154,6 +154,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		firstCheck    = 0
 		refusedAnchor = 0
 		refusedFamily = 1
+		refusedQueued = refusedFamily + len(families)
 	)
 	resp, err := b.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(k.hold), "!=", 0),
@@ -179,7 +180,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return b.grantedHold(req, k, anchor, resp.Header.Revision, spare, start)
 	}
 	rs := inner.Responses
-	if queues(req) && rs[len(rs)-1].GetResponseTxn().Succeeded { // the last: the anchor put in line
+	if queues(req) && rs[refusedQueued].GetResponseTxn().Succeeded { // the anchor put in line
 		// In line: the spare is the identity's lease, kept alive while
 		// the identity waits.
 		if err := b.keep(anchor, spare); err != nil {
@@ -189,7 +190,7 @@ func (b *Backend) attemptHold(ctx context.Context, req driver.Request, k keys, a
 		return driver.Grant{}, true, nil
 	}
 	b.putSpare(spare)
-	if err := k.mismatch(req.Key, req.Kind, 0, rs[refusedFamily:refusedFamily+len(families)]); err != nil {
+	if err := k.mismatch(req.Key, req.Kind, 0, rs[refusedFamily:refusedQueued]); err != nil {
 		return driver.Grant{}, false, err
 	}
 	anc := rs[refusedAnchor].GetResponseRange().Kvs
@@ -376,19 +377,10 @@ func (b *Backend) releaseUnknown(ctx context.Context, l driver.Lease, k keys, ho
 // shares, and checks that the hold is still there. The identity's lease
 // is kept alive by the backend's keep-alive.
 func (b *Backend) refreshHold(ctx context.Context, l driver.Lease, k keys, anchor string, ttl time.Duration, start time.Time) (time.Duration, error) {
-	b.mu.Lock()
-	d := b.deadlines[anchor]
-	if d == nil || d.holds == nil || !d.holds[k.hold] || d.lapsing != nil || d.rev == 0 ||
-		len(d.on) == 0 || d.lost == nil || closed(d.lost) {
-		b.mu.Unlock()
+	rev, ls := b.extendHold(anchor, k.hold, start.Add(ttl))
+	if ls == nil {
 		return 0, driver.ErrNotHeld
 	}
-	if at := start.Add(ttl); at.After(d.at) {
-		d.at = at
-		d.timer.Reset(time.Until(at))
-	}
-	rev, ls := d.rev, d.on[0]
-	b.mu.Unlock()
 	// The range op is what makes the check linearizable: etcd serves a
 	// transaction with no operation as a serializable read, from whichever
 	// member the client reached, which may not have applied a Break or a
@@ -413,6 +405,21 @@ func (b *Backend) refreshHold(ctx context.Context, l driver.Lease, k keys, ancho
 		}
 	}
 	return ls.validFor(start, ttl, b.drift)
+}
+
+// extendHold extends the deadline of the identity of anchor to at, if
+// that is later, if hold is one of its holds that the backend keeps, and
+// returns the anchor's create revision and the identity's lease; 0 and nil
+// if it keeps no such hold.
+func (b *Backend) extendHold(anchor, hold string, at time.Time) (int64, *lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d := b.deadlines[anchor]
+	if d == nil || d.holds == nil || !d.holds[hold] || d.phaseLocked() != phaseHolding || d.rev == 0 {
+		return 0, nil
+	}
+	d.extendLocked(at)
+	return d.rev, d.on[0]
 }
 
 // othersAbsent compares true if no key with prefix exists but those of
@@ -465,12 +472,9 @@ func (b *Backend) putSpare(l *lease) {
 // etcd no longer has it (nor the anchor).
 func (b *Backend) identityLease(ctx context.Context, anchor string, kv *mvccpb.KeyValue) (*lease, error) {
 	id := clientv3.LeaseID(kv.Lease)
-	b.mu.Lock()
-	if d := b.deadlines[anchor]; d != nil && len(d.on) > 0 && d.on[0].id == id && d.on[0].alive() {
-		b.mu.Unlock()
-		return d.on[0], nil
+	if l := b.identityOn(anchor, id); l != nil && l.alive() {
+		return l, nil
 	}
-	b.mu.Unlock()
 	if id == clientv3.NoLease {
 		return nil, errors.New("the re-entrant lease's anchor is on no etcd lease")
 	}
@@ -487,12 +491,21 @@ func (b *Backend) identityLease(ctx context.Context, anchor string, kv *mvccpb.K
 	if err := b.keep(anchor, l); err != nil {
 		return nil, err
 	}
+	if kept := b.identityOn(anchor, id); kept != nil {
+		return kept, nil // l, or the same lease kept meanwhile
+	}
+	return l, nil // superseded: the grant will say the hold is lost
+}
+
+// identityOn returns the lease of the identity of anchor that the backend
+// keeps, if it is lease id; nil otherwise.
+func (b *Backend) identityOn(anchor string, id clientv3.LeaseID) *lease {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d := b.deadlines[anchor]; d != nil && len(d.on) > 0 && d.on[0].id == id {
-		return d.on[0], nil // l, or the same lease kept meanwhile
+		return d.on[0]
 	}
-	return l, nil // superseded: the grant will say the hold is lost
+	return nil
 }
 
 // keep makes l the identity's lease in the record of anchor (armed by
@@ -515,9 +528,7 @@ func (b *Backend) keep(anchor string, l *lease) error {
 	for _, old := range d.on {
 		old.unkeepLocked()
 	}
-	if d.lost != nil && !closed(d.lost) {
-		close(d.lost)
-	}
+	d.endLocked()
 	d.on, d.rev, d.lost = []*lease{l}, 0, make(chan struct{})
 	return nil
 }
@@ -530,11 +541,10 @@ func (b *Backend) armHold(ctx context.Context, anchor, hold string, at time.Time
 	return b.whenSettled(ctx, anchor, func(d *deadline) {
 		switch {
 		case d == nil:
-			d = b.newDeadline(anchor, 0, at)
+			d = b.newDeadlineLocked(anchor, 0, at)
 			d.holds = make(map[string]bool)
-		case at.After(d.at):
-			d.at = at
-			d.timer.Reset(time.Until(at))
+		default:
+			d.extendLocked(at)
 		}
 		d.holds[hold] = true
 		if b.reholds == nil {
@@ -550,7 +560,7 @@ func (b *Backend) knownIdentity(anchor string) (int64, *lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[anchor]
-	if d == nil || d.holds == nil || d.lapsing != nil || d.rev == 0 || len(d.on) == 0 || !d.on[0].alive() {
+	if d == nil || d.holds == nil || !d.grantedLocked() || d.rev == 0 || !d.on[0].alive() {
 		return 0, nil
 	}
 	return d.rev, d.on[0]
@@ -561,7 +571,7 @@ func (b *Backend) knownIdentity(anchor string) (int64, *lease) {
 func (b *Backend) waitHold(anchor string, rev int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if d := b.deadlines[anchor]; d != nil && d.holds != nil && d.lapsing == nil {
+	if d := b.deadlines[anchor]; d != nil && d.holds != nil && d.phaseLocked() != phaseLapsing {
 		d.rev = rev
 	}
 }
@@ -583,7 +593,7 @@ func (b *Backend) grantHold(anchor, hold string, rev int64, at time.Time, l *lea
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.deadlines[anchor]
-	if d == nil || d.holds == nil || d.lapsing != nil || len(d.on) == 0 || d.on[0].id != l.id {
+	if d == nil || d.holds == nil || !d.grantedLocked() || d.on[0].id != l.id {
 		// Being deleted for a passed deadline, or superseded by a newer
 		// lease of the identity: this hold is gone already. (The same
 		// lease may be kept under another value: a concurrent attempt
@@ -593,12 +603,9 @@ func (b *Backend) grantHold(anchor, hold string, rev int64, at time.Time, l *lea
 	d.rev = rev
 	d.holds[hold] = true
 	b.reholds[hold] = anchor
-	if at.After(d.at) {
-		d.at = at
-		d.timer.Reset(time.Until(at))
-	}
-	if d.on[0].gone() && !closed(d.lost) {
-		close(d.lost)
+	d.extendLocked(at)
+	if d.on[0].gone() {
+		d.endLocked()
 	}
 	return d.lost
 }
@@ -627,7 +634,7 @@ func (b *Backend) dropHold(hold string) {
 		return
 	}
 	d := b.deadlines[anchor]
-	if d == nil || d.holds == nil || d.lapsing != nil {
+	if d == nil || d.holds == nil || d.phaseLocked() == phaseLapsing {
 		return // a deletion under way finishes, and drops it
 	}
 	delete(b.reholds, hold)
@@ -641,12 +648,12 @@ func (b *Backend) dropHold(hold string) {
 	}
 }
 
-// lapseIdentity deletes, once the identity's deadline d has passed, the
+// lapseIdentityLocked deletes, once the identity's deadline d has passed, the
 // hold keys this backend put, and the anchor, key, if no other hold key
 // is left. b.mu must be held, and d.lapsing just set.
-func (b *Backend) lapseIdentity(key string, d *deadline) {
+func (b *Backend) lapseIdentityLocked(key string, d *deadline) {
 	holds := slices.Sorted(maps.Keys(d.holds))
-	done := func() { // b.mu held
+	doneLocked := func() {
 		if b.deadlines[key] == d {
 			delete(b.deadlines, key)
 		}
@@ -661,7 +668,7 @@ func (b *Backend) lapseIdentity(key string, d *deadline) {
 		close(d.lapsing)
 	}
 	if len(holds) == 0 { // dropHold removes a record with its last hold
-		done()
+		doneLocked()
 		return
 	}
 	prefix := holds[0][:strings.LastIndexByte(holds[0], '/')+1]
@@ -681,8 +688,8 @@ func (b *Backend) lapseIdentity(key string, d *deadline) {
 	started := b.goLocked(func() {
 		defer func() {
 			b.mu.Lock()
-			done()
-			b.mu.Unlock()
+			defer b.mu.Unlock()
+			doneLocked()
 		}()
 		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 		defer cancel()
@@ -698,7 +705,7 @@ func (b *Backend) lapseIdentity(key string, d *deadline) {
 		}
 	})
 	if !started { // closed: the identity's lease, no longer kept alive by this backend, ends them
-		done()
+		doneLocked()
 	}
 }
 

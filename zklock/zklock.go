@@ -63,14 +63,14 @@ type Backend struct {
 	mu       sync.Mutex
 	nodes    map[driver.LeaseID]*node       // this client's nodes, by key and owner
 	lapses   map[driver.LeaseID]*time.Timer // each clears its node if its lease lapses (see watchLapseLocked)
-	receipts map[driver.Lease]time.Time
-	refused  map[driver.LeaseID]time.Time // owners whose last attempt was refused, and left no node
-	purged   time.Time                    // when refused was last rid of old entries
-	plain    map[string][]*watch          // the open watches of plain mutex waiters, by key (see plainPlace)
-	asked    map[string]time.Time         // keys by when a mutex attempt that kept no place was last refused (see Watch)
-	lines    map[string]listing           // the last listing of each key's line by an attempt, until a watch takes it
-	seen     map[string]seenLease         // other clients' nodes by path, as read lately (see recentLease)
-	busy     map[string]time.Time         // keys by when this client last found others in their line
+	receipts map[driver.LeaseID]time.Time   // releases of this client, by when (see receipt)
+	refused  map[driver.LeaseID]time.Time   // owners whose last attempt was refused, and left no node
+	purged   time.Time                      // when refused was last rid of old entries
+	plain    map[string][]*watch            // the open watches of plain mutex waiters, by key (see plainPlace)
+	asked    map[string]time.Time           // keys by when a mutex attempt that kept no place was last refused (see Watch)
+	lines    map[string]listing             // the last listing of each key's line by an attempt, until a watch takes it
+	seen     map[string]seenLease           // other clients' nodes by path, as read lately (see recentLease)
+	busy     map[string]time.Time           // keys by when this client last found others in their line
 	sess     *session
 	closed   chan struct{}
 	once     sync.Once
@@ -167,7 +167,7 @@ func WithDrift(f func(ttl time.Duration) time.Duration) Option {
 // the ensemble. Closing the backend leaves conn open.
 func New(conn *zk.Conn, sessionTimeout time.Duration, opts ...Option) *Backend {
 	b := &Backend{conn: conn, root: DefaultRoot, session: sessionTimeout, maxSession: DefaultMaxSessionTimeout,
-		drift: driver.DefaultDrift, nodes: make(map[driver.LeaseID]*node), lapses: make(map[driver.LeaseID]*time.Timer), receipts: make(map[driver.Lease]time.Time),
+		drift: driver.DefaultDrift, nodes: make(map[driver.LeaseID]*node), lapses: make(map[driver.LeaseID]*time.Timer), receipts: make(map[driver.LeaseID]time.Time),
 		refused: make(map[driver.LeaseID]time.Time), plain: make(map[string][]*watch), busy: make(map[string]time.Time), lines: make(map[string]listing), asked: make(map[string]time.Time), seen: make(map[string]seenLease), closed: make(chan struct{})}
 	switch {
 	case conn == nil:
@@ -366,7 +366,17 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // (fromWatch), a repeat that renews its holding (renew), a look at the
 // line before making a node (look), the node's making (make), and the
 // judging of the line (judge), which grants, refuses, or clears a lapsed
-// node and lists the line again.
+// node and lists the line again. Each phase either ends the attempt or
+// hands it to the next:
+//
+//	locate     the owner's node, if it has one (a repeat, a waiter)
+//	fromWatch  a waiter's turn, or its node still behind: grant or refuse, no request
+//	renew      a holder's repeat: rewrite its node, or lose it if it vanished
+//	look       no node, and a retry or a busy key: list first, refuse if blocked
+//	make       no node: create it; alone in its line, it is granted
+//	judge      list the line: first (grant), a lapsed node in the way
+//	           (clear it, list again), another family (KindError), or
+//	           blocked (wait: keep the place, or delete the node)
 type attempt struct {
 	b       *Backend
 	req     driver.Request
@@ -1057,6 +1067,10 @@ func (b *Backend) create(lk driver.LeaseID, parent, name string, data nodeData, 
 	b.mu.Lock()
 	b.nodes[lk] = &node{reentry: reentry}
 	b.mu.Unlock()
+	const ( // the replies of the transaction
+		madeNode    = 0 // the owner's node: its path
+		touchedLine = 1 // the line's write: its stat
+	)
 	for tries := 0; ; tries++ {
 		sent := time.Now()
 		res, err := b.conn.Multi(
@@ -1072,12 +1086,12 @@ func (b *Backend) create(lk driver.LeaseID, parent, name string, data nodeData, 
 		if err != nil {
 			return created{}, err
 		}
-		if len(res) != 2 || res[1].Stat == nil {
+		if len(res) != 2 || res[touchedLine].Stat == nil {
 			return created{}, errors.New("zklock: malformed multi reply")
 		}
-		st := res[1].Stat
+		st := res[touchedLine].Stat
 		b.noteClock(st.Mtime)
-		n := &node{path: res[0].String, token: uint64(st.Mzxid), data: data, reentry: reentry, wrote: sent}
+		n := &node{path: res[madeNode].String, token: uint64(st.Mzxid), data: data, reentry: reentry, wrote: sent}
 		b.remember(lk, n)
 		return created{n: n, now: st.Mtime, kids: st.NumChildren}, nil
 	}
@@ -1418,7 +1432,7 @@ func (b *Backend) receipt(l driver.Lease) {
 			delete(b.receipts, r)
 		}
 	}
-	b.receipts[l] = now
+	b.receipts[l.ID()] = now
 }
 
 // deleteNode deletes n if its version is version (-1: any); a holding's
@@ -1464,7 +1478,7 @@ func (b *Backend) deleteNode(parent string, n *node, version int32) error {
 func (b *Backend) notHeld(l driver.Lease) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if at, ok := b.receipts[l]; ok && time.Since(at) < receiptTTL {
+	if at, ok := b.receipts[l.ID()]; ok && time.Since(at) < receiptTTL {
 		return nil
 	}
 	return driver.ErrNotHeld
