@@ -400,8 +400,14 @@ func TestRunRestartGuardRedis(t *testing.T) {
 		t.Error("CMD ran although the guard held the lock back")
 	}
 	r = runBin(t, append([]string{"run", "--url", u, "--key", "fresh", "--wait", "1s", "--"}, child("exit", "0")...)...)
-	if !strings.Contains(r.stderr, `"fresh" is free, but restart guard:`) || !strings.Contains(r.stderr, "waiting") {
+	if !strings.Contains(r.stderr, `waiting for "fresh": it is free, but restart guard:`) {
 		t.Errorf("stderr %q; want a note on the restart guard before the wait", r.stderr)
+	}
+	// When the wait ends under the guard, the failure is the guard's too:
+	// not "held elsewhere", and not the conflict's status.
+	wantCode(t, r, exitUnavailable)
+	if !strings.Contains(r.stderr, `lock "fresh" not obtained within 1s: it is free, but restart guard:`) || strings.Contains(r.stderr, "held elsewhere") {
+		t.Errorf("stderr %q; want the wait's end to name the restart guard, not a holder", r.stderr)
 	}
 }
 
