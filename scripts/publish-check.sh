@@ -34,9 +34,17 @@ root_path=github.com/distlock-go/distlock
 
 prefix=v0.0.0-publishcheck
 # The sources packed (and the packer's): the files git would publish.
+# A copy of this script kept outside any repository packs REPO the same
+# way: its packer's files are then every file of its directory.
+files() {
+  if git -C "$1" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$1" ls-files -z --cached --others --exclude-standard
+  else
+    (cd "$1" && find . -type f -print0)
+  fi
+}
 sum="$(for d in "$repo" "$here/publishcheck"; do
-  (cd "$d" && git ls-files -z --cached --others --exclude-standard |
-    xargs -0 sha256sum 2>/dev/null)
+  files "$d" | (cd "$d" && xargs -0 sha256sum 2>/dev/null)
 done | sha256sum)"
 version="$prefix.h${sum:0:16}"
 modcache="$(go env GOMODCACHE)"
