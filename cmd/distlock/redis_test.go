@@ -296,6 +296,28 @@ func TestDemoWithURL(t *testing.T) {
 	}
 }
 
+// TestDemoNewServer: against a server whose restart guard holds new locks
+// back, the demo says so at once in the CLI's terms (what it is, when it
+// ends, the command that ends it), not as an unavailable backend with the
+// library's API.
+func TestDemoNewServer(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t, testserver.AsRestarted())
+	r := runBin(t, "demo", "--url", "redis://"+srv.Addr()+"/0", "--rounds", "1")
+	wantCode(t, r, exitUnavailable)
+	wantOneLine(t, r.stderr, "restart guard: the server started less than")
+	for _, want := range []string{"new locks are granted in", "distlock declare-fresh --force"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q does not say %q", r.stderr, want)
+		}
+	}
+	for _, not := range []string{"backend unavailable", "Client.DeclareFresh"} {
+		if strings.Contains(r.stderr, not) {
+			t.Errorf("stderr %q says %q", r.stderr, not)
+		}
+	}
+}
+
 func TestDemoWithoutRedisServer(t *testing.T) {
 	t.Parallel()
 	p := startBinEnv(t, []string{"PATH=" + t.TempDir()}, "demo")
