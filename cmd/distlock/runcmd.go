@@ -202,8 +202,9 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	// KEY may come first among the arguments, as etcdctl lock and flock
 	// take it: distlock run [flags] KEY [flags] -- CMD. An argument after
 	// -- is CMD, never KEY.
+	keyGiven := false
 	if rest := fs.Args(); o.key == "" && len(rest) > 0 && !afterDashes(args, rest) {
-		o.key = rest[0]
+		o.key, keyGiven = rest[0], true
 		if code, done := c.parse(fs, rest[1:]); done {
 			return nil, code, true
 		}
@@ -215,6 +216,7 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	fs.Visit(func(f *flag.Flag) {
 		limitSet = limitSet || f.Name == "limit"
 		shellSet = shellSet || f.Name == "c"
+		keyGiven = keyGiven || f.Name == "key"
 	})
 	log, err := lf.logger(c.stderr)
 	if err != nil {
@@ -233,6 +235,8 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	}
 	o.url = c.backendURL(o.url)
 	switch {
+	case o.key == "" && keyGiven:
+		return nil, c.usageError("run", "empty KEY"), true
 	case o.key == "":
 		return nil, c.usageError("run", "missing KEY: give it with --key KEY or before CMD, as in distlock run KEY -- CMD"), true
 	case len(o.key) > distlock.MaxKeyLen:
