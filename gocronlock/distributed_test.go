@@ -26,10 +26,12 @@ import (
 // so that a run at a later tick, which would be right, is not counted.
 func TestGocronDistributed(t *testing.T) {
 	urls := map[string]string{
-		"memory":   "mem://gocron-distributed",
-		"redis":    "redis://" + testserver.StartRedis(t).Addr(),
-		"postgres": testserver.StartPostgres(t).URL(),
-		"sqlite":   "sqlite://" + filepath.Join(t.TempDir(), "locks.db"),
+		"memory":    "mem://gocron-distributed",
+		"redis":     "redis://" + testserver.StartRedis(t).Addr(),
+		"redlock":   "redlock://" + testserver.StartRedis(t).Addr() + "," + testserver.StartRedis(t).Addr() + "," + testserver.StartRedis(t).Addr(),
+		"postgres":  testserver.StartPostgres(t).URL(),
+		"sqlite":    "sqlite://" + filepath.Join(t.TempDir(), "locks.db"),
+		"zookeeper": "zk://" + testserver.StartZooKeeper(t).Addr(),
 	}
 	lockOpts := gocronlock.WithLockOptions(distlock.WithTTL(5 * time.Second))
 	hold := gocronlock.WithMinHold(10 * time.Second)

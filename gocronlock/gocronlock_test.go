@@ -16,7 +16,9 @@ import (
 	"github.com/distlock-go/distlock/internal/testserver"
 	_ "github.com/distlock-go/distlock/memlock"
 	_ "github.com/distlock-go/distlock/redislock"
+	_ "github.com/distlock-go/distlock/redlock"
 	_ "github.com/distlock-go/distlock/sqllock/sqlurl"
+	_ "github.com/distlock-go/distlock/zklock"
 )
 
 // stores returns a URL per backend the schedulers share, each on a server

@@ -34,9 +34,17 @@ root_path=github.com/distlock-go/distlock
 
 prefix=v0.0.0-publishcheck
 # The sources packed (and the packer's): the files git would publish.
+# A copy of this script kept outside any repository packs REPO the same
+# way: its packer's files are then every file of its directory.
+files() {
+  if git -C "$1" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$1" ls-files -z --cached --others --exclude-standard
+  else
+    (cd "$1" && find . -type f -print0)
+  fi
+}
 sum="$(for d in "$repo" "$here/publishcheck"; do
-  (cd "$d" && git ls-files -z --cached --others --exclude-standard |
-    xargs -0 sha256sum 2>/dev/null)
+  files "$d" | (cd "$d" && xargs -0 sha256sum 2>/dev/null)
 done | sha256sum)"
 version="$prefix.h${sum:0:16}"
 modcache="$(go env GOMODCACHE)"
@@ -73,6 +81,13 @@ forget
 
 failures=()
 fail() { failures+=("$1"); echo "publish check: FAIL: $1" >&2; }
+# uncached OUTPUT: whether a go command failed for a module that the
+# module cache lacks, not for a fault of the modules packed.
+uncached=
+uncached() {
+  case "$1" in *"file://$modcache/cache/download/"*"no such file or directory"*) uncached=1 ;; esac
+  return 0
+}
 
 echo "publish check: packing ${published[*]} of $repo at $version"
 (cd "$here/publishcheck" && GOWORK=off GOFLAGS=-mod=readonly go build -o "$tmp/pack" .)
@@ -96,12 +111,14 @@ user() {
   for m in "$@"; do
     if ! out="$(cd "$dir" && go get "$m@$version" 2>&1)"; then
       echo "$out" >&2
+      uncached "$out"
       fail "$name: go get $m@$version"
       return 1
     fi
   done
   if ! out="$(cd "$dir" && go build -o "$tmp/bin/$name" . 2>&1)"; then
     echo "$out" >&2
+    uncached "$out"
     fail "$name: go build with $*"
     return 1
   fi
@@ -223,12 +240,16 @@ if out="$(cd "$tmp" && GOBIN="$tmp/bin" go install "$root_path/cmd/distlock@$ver
   esac
 else
   echo "$out" >&2
+  uncached "$out"
   fail "go install $root_path/cmd/distlock@$version"
 fi
 
 if [ ${#failures[@]} -gt 0 ]; then
   echo "publish check: ${#failures[@]} failed:" >&2
   printf '  - %s\n' "${failures[@]}" >&2
+  if [ -n "$uncached" ]; then
+    echo "publish check: the module cache lacks a third-party module named above, which the check does not download: fill the cache once with the network (go mod download in each published module's directory) and run it again" >&2
+  fi
   exit 1
 fi
 echo "publish check: every published module installs at $version"

@@ -182,6 +182,7 @@ type backend struct {
 
 	mu      sync.Mutex
 	lastErr error
+	guarded bool            // the latest answer was the restart guard's refusal
 	limit   context.Context // nil: none
 }
 
@@ -235,7 +236,7 @@ func (b *backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	g, err := bounded(ctx, b.deadline(ctx), func(ctx context.Context) (driver.Grant, error) {
 		return b.Backend.Acquire(ctx, req)
 	}, nil)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ended(ctx) {
 		// The wait ended during the attempt: that says nothing about
 		// the backend.
 		return g, err
@@ -244,6 +245,9 @@ func (b *backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	b.mu.Lock()
 	first := err != nil && b.lastErr == nil
 	b.lastErr = err
+	if err == nil {
+		b.guarded = g.Guarded
+	}
 	b.mu.Unlock()
 	if first && b.onError != nil {
 		b.onError(err)
@@ -256,6 +260,14 @@ func (b *backend) Release(ctx context.Context, l driver.Lease) error {
 		return struct{}{}, b.Backend.Release(ctx, l)
 	}, nil)
 	return b.asConfigError(err)
+}
+
+// ended reports whether ctx is done or its deadline has passed. A call
+// bounded by that deadline may fail before ctx itself is marked done: its
+// own timer and ctx's fire at the same instant, in either order.
+func ended(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
 }
 
 // configError is an error of the backend that shows it can never work as
@@ -299,6 +311,15 @@ func (b *backend) failing() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.lastErr
+}
+
+// guardedLast reports whether the latest attempt that the backend answered
+// was refused by its restart guard. A wait's error may not say so, when
+// the wait ended during a later attempt.
+func (b *backend) guardedLast() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.guarded
 }
 
 func (b *backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {

@@ -162,7 +162,8 @@ const exitHelp = `Exit status:
   65     run: KEY is held as another kind of lock (--limit, --shared,
          --exclusive or none of them, another --limit) than this run asks for
   69     backend unavailable, refusing the configuration (password,
-         database, TLS), or unable to do what was asked
+         database, TLS), or unable to do what was asked; run: KEY is free
+         but a server's restart guard held it back (see declare-fresh)
   70     internal error (demo: the rule broke even with the lock)
   75     lock held elsewhere: not obtained within --wait (run exits with
          --conflict-exit instead, if given)

@@ -196,7 +196,11 @@ func (c *cli) checkDemoURL(ctx context.Context, raw string) int {
 	defer b.close()
 	// One lock taken and released tells, before the story starts, that
 	// the backend is there.
-	l, err := tryUntilAnswered(ctx, b.mutex("distlock-demo:probe:"+randomID(), distlock.WithTTL(demoTTL)), b, time.Now().Add(contactTimeout))
+	probe := "distlock-demo:probe:" + randomID()
+	l, err := tryUntilAnswered(ctx, b.mutex(probe, distlock.WithTTL(demoTTL)), b, time.Now().Add(contactTimeout))
+	if errors.Is(err, distlock.ErrRestartGuard) {
+		return c.fail(exitUnavailable, "demo", "the server grants no lock yet: %s", c.guardNote(ctx, b, probe))
+	}
 	if err != nil {
 		return c.backendFailed("demo", "backend unavailable", err)
 	}

@@ -179,7 +179,8 @@
 //	65     for run, KEY is held as another kind of lock than this run asks for: a mutex,
 //	       a read-write lock, or a semaphore of another --limit (EX_DATAERR)
 //	69     the backend is unavailable, refuses the configuration (password, database,
-//	       TLS), or cannot do what was asked (EX_UNAVAILABLE)
+//	       TLS), or cannot do what was asked (EX_UNAVAILABLE); for run, KEY is free but
+//	       a server's restart guard held it back for all of --wait (see declare-fresh)
 //	70     internal error; for demo, the rule broke even with the lock (EX_SOFTWARE)
 //	75     the lock is held elsewhere and was not obtained within --wait (EX_TEMPFAIL);
 //	       run --conflict-exit N exits N instead

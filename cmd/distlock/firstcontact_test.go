@@ -61,14 +61,21 @@ func TestRunLongTTLSaysWhatToDo(t *testing.T) {
 	r := runBin(t, "run", "--url", u, "long", "--ttl", "2h", "--", "true")
 	wantCode(t, r, exitUsage)
 	wantOneLine(t, r.stderr, "--ttl 2h0m0s is longer than the longest lease this backend grants (1m0s)")
-	for _, want := range []string{"renews the lease every TTL/3", "max_ttl=2h0m0s"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr %q does not say %q", r.stderr, want)
+	wantSays(t, r.stderr, []string{"renews the lease every TTL/3", "max_ttl=2h0m0s"}, []string{"WithMaxTTL", "unsupported operation"})
+}
+
+// wantSays fails the test unless stderr says each of says and none of
+// not: the library's terms, which a CLI user cannot act on.
+func wantSays(t *testing.T, stderr string, says, not []string) {
+	t.Helper()
+	for _, want := range says {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not say %q", stderr, want)
 		}
 	}
-	for _, not := range []string{"WithMaxTTL", "unsupported operation"} {
-		if strings.Contains(r.stderr, not) {
-			t.Errorf("stderr %q says %q, which a CLI user cannot act on", r.stderr, not)
+	for _, n := range not {
+		if strings.Contains(stderr, n) {
+			t.Errorf("stderr %q says %q", stderr, n)
 		}
 	}
 }

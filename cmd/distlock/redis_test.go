@@ -296,6 +296,19 @@ func TestDemoWithURL(t *testing.T) {
 	}
 }
 
+// TestDemoNewServer: against a server whose restart guard holds new locks
+// back, the demo says so at once in the CLI's terms (what it is, when it
+// ends, the command that ends it), not as an unavailable backend with the
+// library's API.
+func TestDemoNewServer(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t, testserver.AsRestarted())
+	r := runBin(t, "demo", "--url", "redis://"+srv.Addr()+"/0", "--rounds", "1")
+	wantCode(t, r, exitUnavailable)
+	wantOneLine(t, r.stderr, "restart guard: the server started less than")
+	wantSays(t, r.stderr, []string{"new locks are granted in", "distlock declare-fresh --force"}, []string{"backend unavailable", "Client.DeclareFresh"})
+}
+
 func TestDemoWithoutRedisServer(t *testing.T) {
 	t.Parallel()
 	p := startBinEnv(t, []string{"PATH=" + t.TempDir()}, "demo")
@@ -400,8 +413,14 @@ func TestRunRestartGuardRedis(t *testing.T) {
 		t.Error("CMD ran although the guard held the lock back")
 	}
 	r = runBin(t, append([]string{"run", "--url", u, "--key", "fresh", "--wait", "1s", "--"}, child("exit", "0")...)...)
-	if !strings.Contains(r.stderr, `"fresh" is free, but restart guard:`) || !strings.Contains(r.stderr, "waiting") {
+	if !strings.Contains(r.stderr, `waiting for "fresh": it is free, but restart guard:`) {
 		t.Errorf("stderr %q; want a note on the restart guard before the wait", r.stderr)
+	}
+	// When the wait ends under the guard, the failure is the guard's too:
+	// not "held elsewhere", and not the conflict's status.
+	wantCode(t, r, exitUnavailable)
+	if !strings.Contains(r.stderr, `lock "fresh" not obtained within 1s: it is free, but restart guard:`) || strings.Contains(r.stderr, "held elsewhere") {
+		t.Errorf("stderr %q; want the wait's end to name the restart guard, not a holder", r.stderr)
 	}
 }
 

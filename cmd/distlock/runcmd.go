@@ -202,8 +202,9 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	// KEY may come first among the arguments, as etcdctl lock and flock
 	// take it: distlock run [flags] KEY [flags] -- CMD. An argument after
 	// -- is CMD, never KEY.
+	keyGiven := false
 	if rest := fs.Args(); o.key == "" && len(rest) > 0 && !afterDashes(args, rest) {
-		o.key = rest[0]
+		o.key, keyGiven = rest[0], true
 		if code, done := c.parse(fs, rest[1:]); done {
 			return nil, code, true
 		}
@@ -215,6 +216,7 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	fs.Visit(func(f *flag.Flag) {
 		limitSet = limitSet || f.Name == "limit"
 		shellSet = shellSet || f.Name == "c"
+		keyGiven = keyGiven || f.Name == "key"
 	})
 	log, err := lf.logger(c.stderr)
 	if err != nil {
@@ -233,6 +235,8 @@ func (c *cli) parseRun(args []string) (o *runOptions, code int, done bool) {
 	}
 	o.url = c.backendURL(o.url)
 	switch {
+	case o.key == "" && keyGiven:
+		return nil, c.usageError("run", "empty KEY"), true
 	case o.key == "":
 		return nil, c.usageError("run", "missing KEY: give it with --key KEY or before CMD, as in distlock run KEY -- CMD"), true
 	case len(o.key) > distlock.MaxKeyLen:
@@ -384,12 +388,8 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 	}
 	// A free key refused by a server's restart guard is not a conflict:
 	// say why, rather than "held elsewhere", or nothing while waiting.
-	guard := ""
-	if errors.Is(err, distlock.ErrNotObtained) {
-		guard = c.guardNote(actx, b, o.key)
-		if guard != "" && (o.wait.forever || o.wait.d > 0) {
-			fmt.Fprintf(c.stderr, "distlock run: %q is free, but %s; waiting (%s)\n", o.key, guard, freshHint)
-		}
+	if errors.Is(err, distlock.ErrRestartGuard) && (o.wait.forever || o.wait.d > 0) {
+		fmt.Fprintf(c.stderr, "distlock run: waiting for %q: it is free, but %s\n", o.key, c.guardNote(actx, b, o.key))
 	}
 	if errors.Is(err, distlock.ErrNotObtained) && (o.wait.forever || o.wait.d > 0) {
 		// Lock retries backend errors until the wait ends; say so once
@@ -431,16 +431,21 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 		if berr := b.failing(); berr != nil {
 			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: backend unavailable: %v", o.key, berr)
 		}
-		if !o.wait.forever && o.wait.d == 0 {
-			if guard != "" {
-				return nil, c.fail(exitUnavailable, "run", "lock %q not obtained: it is free, but %s; %s", o.key, guard, freshHint)
-			}
-			return nil, c.conflict(o, "lock %q is held elsewhere", o.key)
+		within := ""
+		if o.wait.d > 0 {
+			within = fmt.Sprintf(" within %v", o.wait.d)
 		}
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(err, distlock.ErrRestartGuard) || b.guardedLast():
+			// Nobody holds the key: a conflict's status would send a
+			// cron job's operator looking for a holder that is not there.
+			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained%s: it is free, but %s", o.key, within, c.guardNote(ctx, b, o.key))
+		case !o.wait.forever && o.wait.d == 0:
+			return nil, c.conflict(o, "lock %q is held elsewhere", o.key)
+		case ctx.Err() != nil:
 			return nil, c.fail(exitNotObtained, "run", "lock %q not obtained: %v", o.key, ctx.Err())
 		}
-		return nil, c.conflict(o, "lock %q is held elsewhere: not obtained within %v", o.key, o.wait.d)
+		return nil, c.conflict(o, "lock %q is held elsewhere: not obtained%s", o.key, within)
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, c.backendFailed("run", fmt.Sprintf("backend unavailable: no answer within %v", contact), err)
 	default:
@@ -494,22 +499,23 @@ func (c *cli) conflict(o *runOptions, format string, args ...any) int {
 	return c.fail(o.conflict, "run", format, args...)
 }
 
-// guardNote returns the restart guard's warning when key is free and a
-// server's restart guard holds new locks back, else "". It asks the
-// backend once, briefly: the note only explains a refusal.
+// guardNote says, in the CLI's terms, why the restart guard refused key,
+// how long it lasts and how to end
+// it safely. It asks the backend once, briefly, for the server's own
+// account of the guard (when it ends); without one, a general note.
 func (c *cli) guardNote(ctx context.Context, b *backend, key string) string {
+	note := "restart guard: the store may have lost data, so it grants no new lock until its longest lease has passed"
 	ictx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	info, err := b.client.Inspect(ictx, key)
-	if err != nil || info.Held {
-		return ""
-	}
-	for _, w := range info.Warnings {
-		if strings.HasPrefix(w, "restart guard:") {
-			return w
+	if info, ierr := b.client.Inspect(ictx, key); ierr == nil {
+		for _, w := range info.Warnings {
+			if strings.HasPrefix(w, "restart guard:") {
+				note = w
+				break
+			}
 		}
 	}
-	return ""
+	return note + "; " + freshHint
 }
 
 // locker takes a lock, a permit or a shared hold: what run holds.

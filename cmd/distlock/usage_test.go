@@ -25,6 +25,8 @@ func TestUsageErrors(t *testing.T) {
 		{"run unknown scheme", append([]string{"run", "--url", "zk2://h:1", "--key", "k"}, cmd...), `unknown backend URL scheme "zk2"`},
 		{"run invalid URL for its scheme", append([]string{"run", "--url", "redis+cluster://", "--key", "k"}, cmd...), "invalid backend URL"},
 		{"run missing key", append([]string{"run", "--url", "mem://"}, cmd...), "missing KEY: give it with --key KEY or before CMD"},
+		{"run empty key", append([]string{"run", "--url", "mem://", ""}, cmd...), "empty KEY"},
+		{"run empty --key", append([]string{"run", "--url", "mem://", "--key", ""}, cmd...), "empty KEY"},
 		{"run missing CMD", []string{"run", "--url", "mem://", "--key", "k"}, "missing CMD"},
 		{"run missing CMD after --", []string{"run", "--url", "mem://", "--key", "k", "--"}, "missing CMD"},
 		{"run empty CMD", []string{"run", "--url", "mem://", "--key", "k", "--", ""}, "CMD is empty"},

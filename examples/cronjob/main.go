@@ -5,7 +5,9 @@
 //	0 2 * * *  DISTLOCK_URL=redis://locks.internal:6379/0 cronjob
 //
 // It exits 0 when it ran the job or skipped it, and 1 when the job failed,
-// was interrupted, or lost its lease.
+// was interrupted, or lost its lease, or when no host could run it: a
+// Redis server that may have lost data holds new locks back for a while
+// (its restart guard), and the job says so rather than skip.
 package main
 
 import (
@@ -47,6 +49,11 @@ func run(url string, ttl, work time.Duration) error {
 	defer c.Close()
 
 	l, err := c.Mutex("jobs:nightly-report").TryLock(ctx)
+	if errors.Is(err, distlock.ErrRestartGuard) {
+		// Nobody runs the job this round: a failure to report, with its
+		// cause, not a skip.
+		return err
+	}
 	if errors.Is(err, distlock.ErrNotObtained) {
 		fmt.Println("skipped: another host is running the report")
 		return nil

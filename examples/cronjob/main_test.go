@@ -53,3 +53,15 @@ func TestCronJob(t *testing.T) {
 		t.Fatalf("stderr after the lock was removed: %q, want the report stopped by the lost lease", stderr)
 	}
 }
+
+// TestCronJobNewServer: on a redis-server that has just started, the
+// restart guard refuses the lock although no host runs the job; the job
+// fails naming the guard, rather than skip as if another host ran it.
+func TestCronJobNewServer(t *testing.T) {
+	t.Parallel()
+	env := []string{"DISTLOCK_URL=redis://" + exampletest.StartNewRedis(t) + "/0"}
+	stdout, stderr := exampletest.Run(t, 1, env, "cronjob", "-work", "0s")
+	if stdout != "" || !strings.Contains(stderr, "restart guard") {
+		t.Fatalf("stdout %q, stderr %q: want no skip, and the restart guard named", stdout, stderr)
+	}
+}

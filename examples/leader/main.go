@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -44,7 +45,7 @@ func main() {
 // readme-begin
 
 func run(ctx context.Context, url, id string) error {
-	c, err := distlock.Open(ctx, url)
+	c, err := distlock.Open(ctx, url, distlock.WithLogger(slog.Default()))
 	if err != nil {
 		return err
 	}

@@ -31,3 +31,12 @@ func TestLeaderTakeover(t *testing.T) {
 	_ = b.Cmd.Process.Signal(os.Interrupt)
 	exampletest.WantTokenLines(t, b.Wait(t, 0), first, "b leads with token %d", "b resigned")
 }
+
+// TestLeaderNewServer: on a redis-server that has just started, the
+// restart guard holds the first term back for a minute; the program says
+// so while it campaigns.
+func TestLeaderNewServer(t *testing.T) {
+	t.Parallel()
+	p := exampletest.Start(t, nil, "leader", "-url", "redis://"+exampletest.StartNewRedis(t)+"/0", "-id", "a", "-for", "1m")
+	p.WaitStderr(t, "restart guard")
+}

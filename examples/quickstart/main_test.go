@@ -40,3 +40,12 @@ func TestQuickstart(t *testing.T) {
 	stdout, _ := exampletest.Run(t, 0, nil, "quickstart", "-redis", addr)
 	exampletest.WantTokenLines(t, stdout, next, "order 42 updated with fencing token %d")
 }
+
+// TestQuickstartNewServer: on a redis-server that has just started, the
+// restart guard holds the order's lock back for a minute; the program says
+// so while it waits, instead of waiting in silence.
+func TestQuickstartNewServer(t *testing.T) {
+	t.Parallel()
+	p := exampletest.Start(t, nil, "quickstart", "-redis", exampletest.StartNewRedis(t))
+	p.WaitStderr(t, "restart guard")
+}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/distlock-go/distlock"
@@ -30,7 +31,9 @@ func main() {
 }
 
 func run(ctx context.Context, url string) error {
-	c, err := distlock.Open(ctx, url)
+	// The logger says at once why a lock waits when the cause is not a
+	// holder (a Redis server too new to trust: see the restart guard).
+	c, err := distlock.Open(ctx, url, distlock.WithLogger(slog.Default()))
 	if err != nil {
 		return err
 	}

@@ -39,3 +39,12 @@ func TestReentrantRedis(t *testing.T) {
 		"job left: held true, 1 holds, token "+token,
 		"worker left: held false, 0 holds, token "+token)
 }
+
+// TestReentrantNewServer: on a redis-server that has just started, the
+// restart guard holds the ledger's lock back for a minute; the program
+// says so while it waits.
+func TestReentrantNewServer(t *testing.T) {
+	t.Parallel()
+	p := exampletest.Start(t, nil, "reentrant", "-url", "redis://"+exampletest.StartNewRedis(t)+"/0")
+	p.WaitStderr(t, "restart guard")
+}

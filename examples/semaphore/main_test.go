@@ -56,3 +56,12 @@ func TestSemaphoreStandIn(t *testing.T) {
 	_, stderr := exampletest.Run(t, 1, nil, "semaphore", "-limit", "0")
 	exampletest.WantLines(t, stderr, "semaphore: want -limit 1 or more and -calls 0 or more, got 0 and 12")
 }
+
+// TestSemaphoreNewServer: on a redis-server that has just started, the
+// restart guard holds the permits back for a minute; the program says so
+// while it waits.
+func TestSemaphoreNewServer(t *testing.T) {
+	t.Parallel()
+	p := exampletest.Start(t, nil, "semaphore", "-url", "redis://"+exampletest.StartNewRedis(t)+"/0", "-calls", "1")
+	p.WaitStderr(t, "restart guard")
+}

@@ -63,6 +63,14 @@ func StartRedis(t *testing.T) (addr string, c *distlock.Client) {
 	return srv.Addr(), distlock.New(redislock.New(rdb))
 }
 
+// StartNewRedis starts a redis-server for the test as a user finds one
+// that has just started: not declared fresh, so the restart guard holds
+// new locks back for its first minute. It returns the server's address.
+func StartNewRedis(t *testing.T) (addr string) {
+	t.Helper()
+	return testserver.StartRedis(t, testserver.AsRestarted()).Addr()
+}
+
 // FlushAll empties the Redis server at addr.
 func FlushAll(t *testing.T, addr string) {
 	t.Helper()
@@ -159,6 +167,31 @@ func (p *Proc) WaitLine(t *testing.T, prefix string) string {
 			t.Fatalf("%s exited (status %d) before printing %q\n%s", p.name(), p.code, prefix, p.report())
 		case <-timeout:
 			t.Fatalf("%s printed no line %q within a minute\n%s", p.name(), prefix, p.report())
+		}
+	}
+}
+
+// WaitStderr waits until the program's stderr holds text, failing the test
+// if the program ends or a minute passes first: the program says what it
+// waits for while it still waits.
+func (p *Proc) WaitStderr(t *testing.T, text string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, stderr := p.Output(); strings.Contains(stderr, text) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-p.done:
+			if _, stderr := p.Output(); strings.Contains(stderr, text) {
+				t.Fatalf("%s exited (status %d) instead of waiting\n%s", p.name(), p.code, p.report())
+			}
+			t.Fatalf("%s exited (status %d) without saying %q\n%s", p.name(), p.code, text, p.report())
+		case <-timeout:
+			t.Fatalf("%s said nothing of %q within a minute\n%s", p.name(), text, p.report())
 		}
 	}
 }
