@@ -39,12 +39,18 @@ func (b *Backend) run(ctx context.Context, s stmt, fn func(*sql.Stmt)) {
 	p.mu.RUnlock()
 	p.mu.Lock()
 	if _, ok = p.stmts[s.query]; !ok && !p.closed {
-		if ps, err := b.db.PrepareContext(ctx, s.query); err == nil {
-			if p.stmts == nil {
-				p.stmts = make(map[string]*sql.Stmt)
-			}
-			p.stmts[s.query] = ps
+		ps, err := b.db.PrepareContext(ctx, s.query)
+		if err != nil {
+			// Not prepared, and not to be looked up again: the statement
+			// runs as it is and reports why (a closed pool, a server gone).
+			p.mu.Unlock()
+			fn(nil)
+			return
 		}
+		if p.stmts == nil {
+			p.stmts = make(map[string]*sql.Stmt)
+		}
+		p.stmts[s.query] = ps
 	}
 	p.mu.Unlock()
 	b.run(ctx, s, fn)
