@@ -51,8 +51,8 @@ func testInvalidInput(t testing.TB, h Harness) {
 // wrapping the contract's error for it: driver.ErrInvalidKey for a key out
 // of bounds, driver.ErrInvalidRequest for the rest, errors.ErrUnsupported
 // for what only a mutex can be and for what the backend does not claim.
-// A refusal that grants, panics, does not return, or disturbs a holding of
-// the key fails the check.
+// A refusal that grants, panics, does not return, stores anything, or
+// disturbs a holding of the key fails the check.
 func testInvalidRequest(t testing.TB, h Harness) {
 	b := h.NewBackend(t)
 	caps := b.Capabilities()
@@ -109,6 +109,11 @@ func testInvalidRequest(t testing.TB, h Harness) {
 			g, err := b.Acquire(ctx, r.req)
 			return g.Acquired, err
 		}, r.want)
+	}
+	if h.Stored != nil {
+		if left := h.Stored(t, free); len(left) > 0 {
+			t.Errorf("the refused requests for a free key left %q in the store", left)
+		}
 	}
 
 	// Leases that name the holding, or nearly.

@@ -696,6 +696,23 @@ func brokenBackends() []struct {
 			checks: []string{"InvalidRequest"},
 		},
 		{
+			name: "a refusal that leaves the key's state behind",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.TTL <= 0 {
+						req.TTL = time.Minute
+						if _, err := b.Backend.Acquire(ctx, req); err != nil {
+							return driver.Grant{}, err
+						}
+						_ = b.Backend.Release(ctx, req.Lease)
+						return driver.Grant{}, fmt.Errorf("TTL %v: %w", req.TTL, driver.ErrInvalidRequest)
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
 			name: "a panic on an unknown kind",
 			b: func() *broken {
 				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
