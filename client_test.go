@@ -169,3 +169,31 @@ func TestCloseOpened(t *testing.T) {
 	}
 	_ = l.Unlock(ctx)
 }
+
+func TestTypedNilBackend(t *testing.T) {
+	ctx := context.Background()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("a typed nil backend panicked: %v", r)
+		}
+	}()
+	c := distlock.New((*memlock.Backend)(nil))
+	for name, take := range map[string]func() (*distlock.Lock, error){
+		"Mutex.Lock":           func() (*distlock.Lock, error) { return c.Mutex("k").Lock(ctx) },
+		"Mutex.TryLock":        func() (*distlock.Lock, error) { return c.Mutex("k").TryLock(ctx) },
+		"Semaphore.Acquire":    func() (*distlock.Lock, error) { return c.Semaphore("s", 2).Acquire(ctx) },
+		"RWMutex.RLock":        func() (*distlock.Lock, error) { return c.RWMutex("rw").RLock(ctx) },
+		"RWMutex.TryLock":      func() (*distlock.Lock, error) { return c.RWMutex("rw").TryLock(ctx) },
+		"Semaphore.TryAcquire": func() (*distlock.Lock, error) { return c.Semaphore("s", 2).TryAcquire(ctx) },
+	} {
+		if _, err := take(); !errors.Is(err, distlock.ErrInvalidBackend) {
+			t.Errorf("%s: %v; want ErrInvalidBackend", name, err)
+		}
+	}
+	if _, err := distlock.LockAll(ctx, c.Mutex("a")); !errors.Is(err, distlock.ErrInvalidBackend) {
+		t.Errorf("LockAll: %v; want ErrInvalidBackend", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

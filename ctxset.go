@@ -27,7 +27,7 @@ func (s *ctxSet) derive(parent context.Context) context.Context {
 		cancel(s.reason)
 		return ctx
 	}
-	id := s.add(nil)
+	id := s.addLocked(nil)
 	// Runs when parent ends first; also when end cancels ctx, unless
 	// end stopped it in time (then there is nothing left to forget).
 	stop := context.AfterFunc(ctx, func() {
@@ -51,12 +51,12 @@ func (s *ctxSet) hook(f func(error)) {
 		f(reason)
 		return
 	}
-	s.add(f)
+	s.addLocked(f)
 	s.mu.Unlock()
 }
 
-// add registers f and returns its id. s.mu is held.
-func (s *ctxSet) add(f func(error)) uint64 {
+// addLocked registers f and returns its id.
+func (s *ctxSet) addLocked(f func(error)) uint64 {
 	if s.live == nil {
 		s.live = make(map[uint64]func(error))
 	}

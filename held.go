@@ -19,7 +19,7 @@ type heldSet struct {
 	cancel context.CancelCauseFunc
 }
 
-// closingLocked returns the context that Close cancels. s.mu is held.
+// closingLocked returns the context that Close cancels.
 func (s *heldSet) closingLocked() context.Context {
 	if s.done == nil {
 		s.done, s.cancel = context.WithCancelCause(context.Background())

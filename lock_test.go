@@ -394,3 +394,87 @@ func TestRefreshAboveBackendMaximum(t *testing.T) {
 		t.Errorf("the refused renewal ended the lock: %v", err)
 	}
 }
+
+func TestWatchdogRidesOutTransientRefreshErrors(t *testing.T) {
+	f := memFault()
+	f.refresh = failRefreshes(2, errInjected)
+	// A lease of a second: the retries of the failed renewals must land
+	// within it also on a machine whose CPUs are busy.
+	l, err := distlock.New(f, distlock.WithTTL(time.Second)).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease ended after transient refresh errors: %v", err)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}
+
+func TestHangingRefreshExpiresByDeadline(t *testing.T) {
+	f := memFault()
+	f.refresh = func(context.Context, driver.Lease, time.Duration, refreshFunc) (time.Duration, error) {
+		select {} // a server that never answers and a client that ignores ctx
+	}
+	// The allowance for a timer that fires late on a busy machine is half
+	// the TTL: a Done that waited for the next renewal's turn, or for the
+	// hanging call, would be a TTL late or never come.
+	const ttl = time.Second
+	l, err := distlock.New(f, distlock.WithTTL(ttl)).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := l.ValidUntil()
+	select {
+	case <-l.Done():
+	case <-time.After(ttl + 3*time.Second):
+		t.Fatal("Done not closed although no renewal could be confirmed")
+	}
+	if late := time.Since(deadline); late > ttl/2 {
+		t.Errorf("Done closed %v after ValidUntil", late)
+	}
+	if !errors.Is(l.Err(), distlock.ErrLockExpired) {
+		t.Errorf("Err() = %v; want ErrLockExpired", l.Err())
+	}
+}
+
+func TestBackendLostSignalEndsLease(t *testing.T) {
+	f := memFault()
+	lost := make(chan struct{})
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		g.Lost = lost
+		return g, err
+	}
+	l, err := distlock.New(f).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := l.Context(context.Background())
+	close(lost)
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Lock.Context not cancelled on the backend's loss signal")
+	}
+	if !errors.Is(context.Cause(ctx), distlock.ErrLockLost) {
+		t.Errorf("cause %v; want ErrLockLost", context.Cause(ctx))
+	}
+}
+
+func TestContextOfParentEnds(t *testing.T) {
+	l, err := distlock.New(memlock.New()).Mutex("k").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	parent, cancel := context.WithCancel(context.Background())
+	ctx := l.Context(parent)
+	cancel()
+	<-ctx.Done()
+	if l.Err() != nil {
+		t.Errorf("cancelling the work's parent ended the lease: %v", l.Err())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -177,4 +178,93 @@ func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 		t.Fatalf("Lock once the guard lets go: %v", err)
 	}
 	_ = l.Unlock(ctx)
+}
+
+func held(t *testing.T, b driver.Backend, key string) bool {
+	t.Helper()
+	info, err := b.Inspect(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Held
+}
+
+func TestTryLockLeavesNothingAfterLostReply(t *testing.T) {
+	f := memFault()
+	f.acquire = failAcquires(1, true, errInjected)
+	_, err := distlock.New(f).Mutex("k").TryLock(context.Background())
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("TryLock: %v; want the backend's error", err)
+	}
+	if held(t, f, "k") {
+		t.Errorf("TryLock failed but left its lock behind")
+	}
+}
+
+func TestWorthlessGrantRefused(t *testing.T) {
+	f := memFault()
+	f.acquire = func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
+		g, err := next(ctx, req)
+		if g.Acquired {
+			g.ValidFor = -time.Millisecond
+		}
+		return g, err
+	}
+	_, err := distlock.New(f).Mutex("k").TryLock(context.Background())
+	if err == nil {
+		t.Fatal("TryLock accepted a grant with no validity")
+	}
+	if held(t, f, "k") {
+		t.Errorf("worthless grant left a lock behind")
+	}
+}
+
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context
+	m := distlock.New(memlock.New()).Mutex("k")
+	if _, err := m.Lock(nilCtx); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("Lock(nil): %v", err)
+	}
+	if _, err := m.TryLock(nilCtx); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("TryLock(nil): %v", err)
+	}
+	if _, err := distlock.Open(nilCtx, "mem://"); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("Open(nil): %v", err)
+	}
+	var nilClient *distlock.Client
+	if _, err := nilClient.Mutex("k").TryLock(context.Background()); !errors.Is(err, distlock.ErrInvalidBackend) {
+		t.Errorf("nil client: %v", err)
+	}
+	var nilMutex *distlock.Mutex
+	if _, err := nilMutex.Lock(context.Background()); !errors.Is(err, distlock.ErrInvalidArgument) {
+		t.Errorf("nil Mutex: %v", err)
+	}
+}
+
+// TestBackendRefuses: a request the backend refuses outright fails Lock at
+// once, rather than being retried until ctx ends.
+func TestBackendRefuses(t *testing.T) {
+	for _, tc := range []struct{ err, want error }{
+		{fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey), distlock.ErrInvalidKey},
+		{fmt.Errorf("backend: no such kind: %w", errors.ErrUnsupported), errors.ErrUnsupported},
+		{fmt.Errorf("backend: owner too long: %w", driver.ErrInvalidRequest), distlock.ErrInvalidArgument},
+		{fmt.Errorf("backend: set up wrongly: %w", driver.ErrInvalidBackend), distlock.ErrInvalidBackend},
+		// A TTL above the backend's maximum, whatever the TTL: the
+		// default one is refused here by a backend whose maximum is 10s.
+		{fmt.Errorf("backend: %w", &driver.TTLTooLongError{TTL: distlock.DefaultTTL, Max: 10 * time.Second}), distlock.ErrInvalidTTL},
+	} {
+		// The backend refuses every request, as one refuses a key it
+		// cannot store or a kind it does not offer.
+		c := distlock.New(&fault{Backend: memlock.New(), acquire: func(context.Context, driver.Request, acquireFunc) (driver.Grant, error) {
+			return driver.Grant{}, tc.err
+		}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if _, err := c.Mutex("k").Lock(ctx); !errors.Is(err, tc.want) || ctx.Err() != nil {
+			t.Errorf("Lock refused with %v: %v (ctx: %v); want %v at once", tc.err, err, ctx.Err(), tc.want)
+		}
+		if _, err := c.Mutex("k").TryLock(ctx); !errors.Is(err, tc.want) {
+			t.Errorf("TryLock refused with %v: %v; want %v", tc.err, err, tc.want)
+		}
+		cancel()
+	}
 }

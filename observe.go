@@ -136,7 +136,7 @@ type Event struct {
 	// every event of both carries it. Unique within the process.
 	ID      uint64
 	Key     string
-	Kind    driver.Kind
+	Kind    Kind   // what the lock takes: KindMutex, KindWrite, KindRead or KindPermit
 	Backend string // the backend's package name, such as "redislock"
 
 	Token      uint64        // EventAcquired and later
@@ -233,7 +233,7 @@ func backendName(b driver.Backend) string {
 
 // event returns the event of type t for d, with what every event carries.
 func (d *desc) event(t EventType, id uint64) Event {
-	return Event{Type: t, ID: id, Key: d.key, Kind: d.kind, Backend: d.c.name}
+	return Event{Type: t, ID: id, Key: d.key, Kind: Kind(d.kind), Backend: d.c.name}
 }
 
 // A Lock or TryLock call and the holding it returns are observed through

@@ -324,3 +324,38 @@ func TestObserverGivenTwice(t *testing.T) {
 		t.Errorf("the two ObserverFuncs saw %d events; want each to see every event", funcs)
 	}
 }
+
+// TestEventKind: an event names what its lock takes with the Kind that
+// Info reports, so that a dashboard shows one vocabulary: "read" for an
+// RWMutex's reader, "permit" for a Semaphore's.
+func TestEventKind(t *testing.T) {
+	ctx := context.Background()
+	rec := newRecorder()
+	c := distlock.New(memlock.New(), distlock.WithObserver(rec))
+	for _, take := range []func() (*distlock.Lock, error){
+		func() (*distlock.Lock, error) { return c.Mutex("m").TryLock(ctx) },
+		func() (*distlock.Lock, error) { return c.RWMutex("rw").TryLock(ctx) },
+		func() (*distlock.Lock, error) { return c.RWMutex("rw").TryRLock(ctx) },
+		func() (*distlock.Lock, error) { return c.Semaphore("s", 2).TryAcquire(ctx) },
+	} {
+		l, err := take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, e := range rec.all() {
+		if e.Type == distlock.EventAcquired {
+			got = append(got, e.Key+" "+e.Kind.String())
+		}
+	}
+	if want := []string{"m mutex", "rw write", "rw read", "s permit"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("acquired events' kinds %q; want %q", got, want)
+	}
+	if e := rec.all()[0]; e.Kind != distlock.KindMutex {
+		t.Errorf("a Mutex's event: Kind %d; want KindMutex", e.Kind)
+	}
+}

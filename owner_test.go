@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/distlock-go/distlock"
 	"github.com/distlock-go/distlock/driver"
@@ -188,80 +187,4 @@ func ExampleOwnerID() {
 	// Output:
 	// entered: true same token: true
 	// others still excluded: true
-}
-
-func TestInspect(t *testing.T) {
-	ctx := context.Background()
-	c := distlock.New(memlock.New(), distlock.WithTTL(time.Minute))
-	l, err := c.Mutex("k", distlock.WithMetadata(map[string]string{"job": "report"})).TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(ctx)
-	info, err := c.Inspect(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Key != "k" || !info.Held || info.Kind != distlock.KindMutex || info.Token != l.Token() ||
-		info.Holds != 1 || info.TTL <= 0 || info.TTL > time.Minute || info.Meta["job"] != "report" {
-		t.Errorf("Inspect: %+v", info)
-	}
-	var nilCtx context.Context
-	var nilClient *distlock.Client
-	for name, err := range map[string]error{
-		"empty key":   errOf(c.Inspect(ctx, "")),
-		"nil ctx":     errOf(c.Inspect(nilCtx, "k")),
-		"nil client":  errOf(nilClient.Inspect(ctx, "k")),
-		"nil backend": errOf(distlock.New(nil).Inspect(ctx, "k")),
-	} {
-		if err == nil {
-			t.Errorf("Inspect with %s: no error", name)
-		}
-	}
-	for k, want := range map[distlock.Kind]string{distlock.KindMutex: "mutex", distlock.KindWrite: "write", distlock.KindRead: "read", distlock.KindPermit: "permit", 9: "Kind(9)"} {
-		if k.String() != want {
-			t.Errorf("Kind(%d).String() = %q; want %q", k, k.String(), want)
-		}
-	}
-}
-
-func errOf(_ distlock.Info, err error) error { return err }
-
-func ExampleClient_Inspect() {
-	ctx := context.Background()
-	c := distlock.New(memlock.New())
-	l, _ := c.Mutex("orders:42", distlock.WithMetadata(map[string]string{"job": "invoice"})).Lock(ctx)
-	defer l.Unlock(ctx)
-
-	info, _ := c.Inspect(ctx, "orders:42")
-	fmt.Println(info.Held, info.Kind, info.Token, info.Holds, info.Meta["job"])
-	// Output: true mutex 1 1 invoice
-}
-
-// TestBackendRefuses: a request the backend refuses outright fails Lock at
-// once, rather than being retried until ctx ends.
-func TestBackendRefuses(t *testing.T) {
-	for _, tc := range []struct{ err, want error }{
-		{fmt.Errorf("backend: key has a character it cannot store: %w", driver.ErrInvalidKey), distlock.ErrInvalidKey},
-		{fmt.Errorf("backend: no such kind: %w", errors.ErrUnsupported), errors.ErrUnsupported},
-		{fmt.Errorf("backend: owner too long: %w", driver.ErrInvalidRequest), distlock.ErrInvalidArgument},
-		{fmt.Errorf("backend: set up wrongly: %w", driver.ErrInvalidBackend), distlock.ErrInvalidBackend},
-		// A TTL above the backend's maximum, whatever the TTL: the
-		// default one is refused here by a backend whose maximum is 10s.
-		{fmt.Errorf("backend: %w", &driver.TTLTooLongError{TTL: distlock.DefaultTTL, Max: 10 * time.Second}), distlock.ErrInvalidTTL},
-	} {
-		// The backend refuses every request, as one refuses a key it
-		// cannot store or a kind it does not offer.
-		c := distlock.New(&fault{Backend: memlock.New(), acquire: func(context.Context, driver.Request, acquireFunc) (driver.Grant, error) {
-			return driver.Grant{}, tc.err
-		}})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := c.Mutex("k").Lock(ctx); !errors.Is(err, tc.want) || ctx.Err() != nil {
-			t.Errorf("Lock refused with %v: %v (ctx: %v); want %v at once", tc.err, err, ctx.Err(), tc.want)
-		}
-		if _, err := c.Mutex("k").TryLock(ctx); !errors.Is(err, tc.want) {
-			t.Errorf("TryLock refused with %v: %v; want %v", tc.err, err, tc.want)
-		}
-		cancel()
-	}
 }

@@ -67,3 +67,71 @@ func TestGivingUpDoesNotWaitForCleanup(t *testing.T) {
 		})
 	}
 }
+
+func TestLockRetriesTransientErrors(t *testing.T) {
+	f := memFault()
+	f.acquire = failAcquires(3, false, errInjected)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := distlock.New(f).Mutex("k").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v; want it to retry past transient errors", err)
+	}
+	_ = l.Unlock(ctx)
+}
+
+func TestLockResolvesLostReplyByRetry(t *testing.T) {
+	f := memFault()
+	f.acquire = failAcquires(1, true, errInjected)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := distlock.New(f, distlock.WithTTL(time.Minute)).Mutex("k").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if l.Token() != 1 {
+		t.Errorf("token %d; want 1: the retry must be granted the lock its lost attempt took", l.Token())
+	}
+	_ = l.Unlock(ctx)
+}
+
+func TestLockGivingUpAfterErrorsLeavesNothing(t *testing.T) {
+	f := memFault()
+	f.acquire = failAcquires(1<<30, true, errInjected)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := distlock.New(f).Mutex("k").Lock(ctx)
+	for _, want := range []error{distlock.ErrNotObtained, context.DeadlineExceeded, errInjected} {
+		if !errors.Is(err, want) {
+			t.Errorf("Lock: %v; want it to wrap %v", err, want)
+		}
+	}
+	if held(t, f, "k") {
+		t.Errorf("Lock gave up but left its lock behind")
+	}
+}
+
+// silentWatch notifies no one: a waiter relies on RetryAfter alone.
+type silentWatch struct{}
+
+func (silentWatch) C() <-chan struct{} { return nil }
+
+func (silentWatch) Close() error { return nil }
+
+// TestWaiterHonoursRetryAfterWithWatch: a watch's sleep is the safety poll;
+// the holder's remaining lease, when shorter, must win.
+func TestWaiterHonoursRetryAfterWithWatch(t *testing.T) {
+	b := memFault()
+	b.watch = func(context.Context, string, string, watchFunc) (driver.Watch, error) { return silentWatch{}, nil }
+	c := distlock.New(b, distlock.WithSafetyPoll(time.Minute), distlock.WithTTL(50*time.Millisecond), distlock.WithoutAutoRefresh())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Mutex("k").Lock(ctx); err != nil { // left to expire
+		t.Fatal(err)
+	}
+	l, err := c.Mutex("k").Lock(ctx)
+	if err != nil {
+		t.Fatalf("waiter not woken by the holder's remaining lease: %v", err)
+	}
+	_ = l.Unlock(ctx)
+}

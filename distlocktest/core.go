@@ -31,6 +31,7 @@ var coreChecks = []check{
 	{"UnlockTwice", nil, testUnlockTwice},
 	{"UnlockWithCancelledContext", nil, testUnlockCancelled},
 	{"InvalidInput", nil, testInvalidInput},
+	{"InvalidRequest", nil, testInvalidRequest},
 }
 
 // testCapabilities: the capabilities are constant, and a backend that
@@ -469,34 +470,4 @@ func testUnlockCancelled(t testing.TB, h Harness) {
 		t.Fatalf("TryLock after Unlock with a cancelled ctx: %v", err)
 	}
 	_ = l.Unlock(context.Background())
-}
-
-func testInvalidInput(t testing.TB, h Harness) {
-	c := newClient(t, h)
-	ctx := timeout(t, 5*time.Second)
-	cases := []struct {
-		name string
-		m    *distlock.Mutex
-		want error
-	}{
-		{"empty key", c.Mutex(""), distlock.ErrInvalidKey},
-		{"overlong key", c.Mutex(string(make([]byte, distlock.MaxKeyLen+1))), distlock.ErrInvalidKey},
-		{"zero TTL", c.Mutex("k", distlock.WithTTL(0)), distlock.ErrInvalidTTL},
-		{"negative TTL", c.Mutex("k", distlock.WithTTL(-time.Second)), distlock.ErrInvalidTTL},
-		{"tiny TTL", c.Mutex("k", distlock.WithTTL(time.Nanosecond)), distlock.ErrInvalidTTL},
-		{"refresh interval above TTL", c.Mutex("k", distlock.WithTTL(time.Second), distlock.WithRefreshInterval(2*time.Second)), distlock.ErrInvalidArgument},
-		{"nil backoff", c.Mutex("k", distlock.WithBackoff(nil)), distlock.ErrInvalidArgument},
-		{"nil backend", distlock.New(nil).Mutex("k"), distlock.ErrInvalidBackend},
-	}
-	for _, tc := range cases {
-		if l, err := tc.m.TryLock(ctx); !errors.Is(err, tc.want) {
-			if l != nil {
-				_ = l.Unlock(ctx)
-			}
-			t.Errorf("%s: TryLock error %v; want %v", tc.name, err, tc.want)
-		}
-		if _, err := tc.m.Lock(ctx); !errors.Is(err, tc.want) {
-			t.Errorf("%s: Lock error %v; want %v", tc.name, err, tc.want)
-		}
-	}
 }

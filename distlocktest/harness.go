@@ -15,7 +15,9 @@
 // (lost replies, queue order). Every backend is checked for mutual
 // exclusion, TryLock, prompt wake-up, cancellation, owner checks, expiry
 // and takeover, renewal, fencing tokens, idempotent acquire and release,
-// key independence, input validation and inspection. The checks of each
+// key independence, input validation (through package distlock, and on
+// the driver directly: every request the contract rules out) and
+// inspection. The checks of each
 // capability a backend claims (driver.Capabilities) run too: fair locks
 // (order, no queue jumping, giving up, waking one waiter per release),
 // read-write locks, semaphores and re-entrant locks.

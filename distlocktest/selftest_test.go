@@ -684,6 +684,82 @@ func brokenBackends() []struct {
 			checks: []string{"StateReclaimed"},
 		},
 		{
+			name: "a lease without a TTL granted as a minute's",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.TTL <= 0 {
+						req.TTL = time.Minute
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
+			name: "a refusal that leaves the key's state behind",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.TTL <= 0 {
+						req.TTL = time.Minute
+						if _, err := b.Backend.Acquire(ctx, req); err != nil {
+							return driver.Grant{}, err
+						}
+						_ = b.Backend.Release(ctx, req.Lease)
+						return driver.Grant{}, fmt.Errorf("TTL %v: %w", req.TTL, driver.ErrInvalidRequest)
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
+			name: "a panic on an unknown kind",
+			b: func() *broken {
+				return &broken{acquire: func(b *broken, ctx context.Context, req driver.Request) (driver.Grant, error) {
+					if req.Kind > driver.Permit {
+						panic(fmt.Sprintf("unknown kind %d", req.Kind))
+					}
+					return b.Backend.Acquire(ctx, req)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
+			name: "a release of an unknown kind ends the holding",
+			b: func() *broken {
+				return &broken{release: func(b *broken, ctx context.Context, l driver.Lease) error {
+					l.Kind = min(l.Kind, driver.Permit)
+					return b.Backend.Release(ctx, l)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
+			name: "Inspect of an empty key describes a free key",
+			b: func() *broken {
+				return &broken{inspect: func(b *broken, ctx context.Context, key string) (driver.Info, error) {
+					if key == "" {
+						return driver.Info{}, nil
+					}
+					return b.Backend.Inspect(ctx, key)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
+			name: "a refusal that waits for the context",
+			b: func() *broken {
+				return &broken{refresh: func(b *broken, ctx context.Context, l driver.Lease, ttl time.Duration) (time.Duration, error) {
+					if ttl <= 0 {
+						<-ctx.Done()
+						return 0, ctx.Err()
+					}
+					return b.Backend.Refresh(ctx, l, ttl)
+				}}
+			},
+			checks: []string{"InvalidRequest"},
+		},
+		{
 			name:   "Inspect reports every lock as a mutex",
 			b:      func() *broken { return alterInfo(func(i *driver.Info) { i.Kind = driver.Exclusive }) },
 			checks: []string{"InspectReaders", "InspectPermits"},

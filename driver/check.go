@@ -15,17 +15,30 @@ const (
 	MaxOwnerLen = 255
 )
 
-// Validate reports whether l is a lease the contract allows: a key of 1 to
-// [MaxKeyLen] bytes (else an error wrapping [ErrInvalidKey]), an owner of
-// 1 to [MaxOwnerLen] bytes and a known [Kind] (else one wrapping
-// [ErrInvalidRequest]). Release and Refresh call it, or
-// [Lease.ValidateRefresh], before anything else.
-func (l Lease) Validate() error {
+// ValidateKey reports whether key is one the contract allows: 1 to
+// [MaxKeyLen] bytes, else an error wrapping [ErrInvalidKey]. The methods
+// given a key alone (Watch, Inspect, Break) call it before anything else
+// and return its error, wrapped with the backend's name; [Lease.Validate]
+// begins with it.
+func ValidateKey(key string) error {
 	switch {
-	case l.Key == "":
+	case key == "":
 		return fmt.Errorf("empty key: %w", ErrInvalidKey)
-	case len(l.Key) > MaxKeyLen:
-		return fmt.Errorf("key of %d bytes, longer than %d: %w", len(l.Key), MaxKeyLen, ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("key of %d bytes, longer than %d: %w", len(key), MaxKeyLen, ErrInvalidKey)
+	}
+	return nil
+}
+
+// Validate reports whether l is a lease the contract allows: a key that
+// [ValidateKey] allows, an owner of 1 to [MaxOwnerLen] bytes and a known
+// [Kind] (else an error wrapping [ErrInvalidRequest]). Release and Refresh
+// call it, or [Lease.ValidateRefresh], before anything else.
+func (l Lease) Validate() error {
+	if err := ValidateKey(l.Key); err != nil {
+		return err
+	}
+	switch {
 	case l.Owner == "":
 		return fmt.Errorf("key %q: empty owner: %w", l.Key, ErrInvalidRequest)
 	case len(l.Owner) > MaxOwnerLen:

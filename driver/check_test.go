@@ -91,3 +91,23 @@ func TestLeaseID(t *testing.T) {
 		t.Errorf("ID() = %+v; want %+v", got, want)
 	}
 }
+
+// TestValidateKey: the check of a key given alone (Watch, Inspect, Break)
+// allows 1 to MaxKeyLen bytes of anything, and refuses the rest with
+// ErrInvalidKey, as Lease.Validate does.
+func TestValidateKey(t *testing.T) {
+	for _, key := range []string{"k", "\x00", strings.Repeat("k", driver.MaxKeyLen)} {
+		if err := driver.ValidateKey(key); err != nil {
+			t.Errorf("ValidateKey(%.20q): %v; want it valid", key, err)
+		}
+	}
+	for key, says := range map[string]string{"": "empty key", strings.Repeat("k", driver.MaxKeyLen+1): "1025 bytes"} {
+		err := driver.ValidateKey(key)
+		if !errors.Is(err, driver.ErrInvalidKey) || !strings.Contains(err.Error(), says) {
+			t.Errorf("ValidateKey of %d bytes: %v; want an error wrapping ErrInvalidKey that says %q", len(key), err, says)
+		}
+		if lerr := (driver.Lease{Key: key, Owner: "o"}).Validate(); lerr == nil || lerr.Error() != err.Error() {
+			t.Errorf("Lease.Validate of a key of %d bytes: %v; want ValidateKey's %v", len(key), lerr, err)
+		}
+	}
+}

@@ -18,7 +18,7 @@
 // returns ([ErrNotHeld], [ErrInvalidKey], [ErrInvalidRequest],
 // [ErrInvalidBackend], [ErrKindMismatch], [ErrTTLTooLong]), the one check
 // of a request every backend makes first ([Request.Validate],
-// [Lease.Validate]), the one policy for an invalid option
+// [Lease.Validate], [ValidateKey]), the one policy for an invalid option
 // ([OptionCheck]), and the name of a holding in its books ([LeaseID]).
 //
 // Every method may be called concurrently, for the same key or different

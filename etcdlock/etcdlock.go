@@ -159,7 +159,7 @@ func (b *Backend) call(ctx context.Context, ttl time.Duration) (context.Context,
 // checkKey refuses a key that no etcd key can stand for, for the methods
 // given a key alone (Watch, Inspect, Break): the contract's key check.
 func checkKey(op, key string) error {
-	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return fmt.Errorf("etcdlock: %s: %w", op, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package memlock
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,9 @@ func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) 
 // examine returns what Inspect reports about key and, if breaking, ends
 // every holding of key and wakes its waiters.
 func (b *Backend) examine(ctx context.Context, key string, breaking bool) (driver.Info, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Info{}, fmt.Errorf("memlock: %w", err)
+	}
 	if err := b.start(ctx); err != nil {
 		return driver.Info{}, err
 	}

@@ -89,43 +89,6 @@ func TestNilBackend(t *testing.T) {
 	b.Expire("k")
 }
 
-// TestBadRequests: requests no caller following the contract sends are
-// errors, not locks, and say which contract rule they break.
-func TestBadRequests(t *testing.T) {
-	b := memlock.New()
-	ctx := context.Background()
-	lease := func(key, owner string, kind driver.Kind) driver.Lease {
-		return driver.Lease{Key: key, Owner: owner, Kind: kind}
-	}
-	for _, tc := range []struct {
-		name string
-		req  driver.Request
-		want error
-	}{
-		{"zero TTL", driver.Request{Lease: lease("k", "o", driver.Exclusive)}, driver.ErrInvalidRequest},
-		{"unknown kind", driver.Request{Lease: lease("k", "o", 9), TTL: time.Second}, driver.ErrInvalidRequest},
-		{"semaphore of none", driver.Request{Lease: lease("k", "o", driver.Permit), TTL: time.Second}, driver.ErrInvalidRequest},
-		{"empty owner", driver.Request{Lease: lease("k", "", driver.Exclusive), TTL: time.Second}, driver.ErrInvalidRequest},
-		{"empty key", driver.Request{Lease: lease("", "o", driver.Exclusive), TTL: time.Second}, driver.ErrInvalidKey},
-		{"overlong key", driver.Request{Lease: lease(strings.Repeat("k", driver.MaxKeyLen+1), "o", driver.Exclusive), TTL: time.Second}, driver.ErrInvalidKey},
-		{"fair read lock", driver.Request{Lease: lease("k", "o", driver.Read), TTL: time.Second, Fair: true}, errors.ErrUnsupported},
-		{"re-entrant permit", driver.Request{Lease: lease("k", "o", driver.Permit), TTL: time.Second, Limit: 2, Reentry: "id"}, errors.ErrUnsupported},
-	} {
-		if g, err := b.Acquire(ctx, tc.req); !errors.Is(err, tc.want) {
-			t.Errorf("%s: %+v, %v; want an error wrapping %v", tc.name, g, err, tc.want)
-		}
-	}
-	if got := b.Stored(""); len(got) > 0 {
-		t.Errorf("the refused requests left %q", got)
-	}
-	if _, err := b.Refresh(ctx, lease("k", "o", driver.Exclusive), 0); !errors.Is(err, driver.ErrInvalidRequest) {
-		t.Errorf("Refresh with a zero TTL: %v; want ErrInvalidRequest", err)
-	}
-	if err := b.Release(ctx, lease("k", "", driver.Exclusive)); !errors.Is(err, driver.ErrInvalidRequest) {
-		t.Errorf("Release without owner: %v; want ErrInvalidRequest", err)
-	}
-}
-
 // TestMaxTTL: a store with a maximum lease refuses a longer TTL, on
 // Acquire and on Refresh, with the error that carries the maximum, which
 // package distlock reports as an invalid TTL; shorter leases work.

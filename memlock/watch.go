@@ -2,6 +2,7 @@ package memlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/distlock-go/distlock/driver"
@@ -9,6 +10,9 @@ import (
 
 // Watch implements driver.Backend.
 func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("memlock: %w", err)
+	}
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}

@@ -48,7 +48,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/distlock-go/distlock"
-	"github.com/distlock-go/distlock/driver"
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer.
@@ -168,15 +167,6 @@ func NewObserver(opts ...Option) (*Observer, error) {
 	return o, nil
 }
 
-var kinds = [...]string{driver.Exclusive: "mutex", driver.Write: "write", driver.Read: "read", driver.Permit: "permit"}
-
-func kindName(k driver.Kind) string {
-	if int(k) < len(kinds) {
-		return kinds[k]
-	}
-	return "unknown"
-}
-
 // Observe records e; see the package doc. An Observer not made by
 // [NewObserver] records nothing.
 func (o *Observer) Observe(ctx context.Context, e distlock.Event) {
@@ -268,7 +258,7 @@ func (o *Observer) call(ctx context.Context, e distlock.Event, now time.Time) *c
 	}
 	common := make([]attribute.KeyValue, 0, len(o.attrs)+3)
 	common = append(common, o.attrs...)
-	common = append(common, BackendKey.String(e.Backend), KindKey.String(kindName(e.Kind)))
+	common = append(common, BackendKey.String(e.Backend), KindKey.String(e.Kind.String()))
 	metricAttrs := common
 	if o.keyAttr {
 		metricAttrs = append(metricAttrs[:len(metricAttrs):len(metricAttrs)], KeyKey.String(e.Key))

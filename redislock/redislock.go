@@ -151,7 +151,7 @@ func (b *Backend) check(key string) error {
 	if err := b.usable(); err != nil {
 		return err
 	}
-	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return fmt.Errorf("redislock: %w", err)
 	}
 	return nil

@@ -261,7 +261,7 @@ func (b *Backend) checkKey(ctx context.Context, key string) error {
 	if err := b.check(ctx); err != nil {
 		return err
 	}
-	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return fmt.Errorf("redlock: %w", err)
 	}
 	return nil

@@ -17,6 +17,9 @@ import (
 
 // Inspect implements driver.Backend.
 func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := driver.ValidateKey(key); err != nil {
+		return driver.Info{}, fmt.Errorf("sqllock: %w", err)
+	}
 	if err := b.start(ctx); err != nil {
 		return driver.Info{}, err
 	}

@@ -102,9 +102,10 @@ func (r *Reply) fail(err error) {
 }
 
 var sentinels = map[string]error{
-	"notheld":     driver.ErrNotHeld,
-	"invalidkey":  driver.ErrInvalidKey,
-	"unsupported": errors.ErrUnsupported,
+	"notheld":        driver.ErrNotHeld,
+	"invalidkey":     driver.ErrInvalidKey,
+	"invalidrequest": driver.ErrInvalidRequest,
+	"unsupported":    errors.ErrUnsupported,
 }
 
 // New opens a backend on the shared file.

@@ -19,6 +19,9 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	if err := b.valid(); err != nil {
 		return nil, err
 	}
+	if err := driver.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("sqllock: %w", err)
+	}
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}

@@ -325,7 +325,7 @@ func (b *Backend) leaderNow() int64 { return time.Now().UnixMilli() + b.offset.L
 // checkKey refuses a key that no node can stand for, for the methods
 // given a key alone (Watch, Inspect, Break): the contract's key check.
 func checkKey(key string) error {
-	if err := (driver.Lease{Key: key, Owner: "-"}).Validate(); err != nil {
+	if err := driver.ValidateKey(key); err != nil {
 		return fmt.Errorf("zklock: %w", err)
 	}
 	return nil
