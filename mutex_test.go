@@ -138,9 +138,14 @@ func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 	// A restart guard refuses the next attempts, as a Redis server that
 	// may have lost data does.
 	var refusals atomic.Int32 // attempts still to refuse
+	var stall atomic.Bool     // then hold attempts until their ctx ends
 	b := &fault{Backend: memlock.New(), acquire: func(ctx context.Context, req driver.Request, next acquireFunc) (driver.Grant, error) {
 		if refusals.Add(-1) >= 0 {
 			return driver.Grant{Guarded: true, RetryAfter: 40 * time.Second}, nil
+		}
+		if stall.Load() {
+			<-ctx.Done()
+			return driver.Grant{}, ctx.Err()
 		}
 		return next(ctx, req)
 	}}
@@ -169,6 +174,18 @@ func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 	if !errors.Is(err, distlock.ErrRestartGuard) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Lock whose ctx ended behind the guard: %v; want ErrRestartGuard and the deadline", err)
 	}
+
+	// The guard's answer is the last one heard when ctx ends during
+	// the next attempt: the error still names it.
+	refusals.Store(1)
+	stall.Store(true)
+	short, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = c.Mutex("fresh").Lock(short)
+	if !errors.Is(err, distlock.ErrRestartGuard) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock whose ctx ended in the attempt after the guard's refusal: %v; want ErrRestartGuard and the deadline", err)
+	}
+	stall.Store(false)
 
 	refusals.Store(2)
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -43,6 +43,7 @@ func (d *desc) lock(ctx context.Context) (_ *Lock, lockErr error) {
 		start := time.Now()
 		g, err := d.c.backend.Acquire(ctx, req)
 		cl.attempt(ctx, start, g, err)
+		w.heard(ctx, g, err)
 		switch {
 		case refused(err):
 			if req.Queue > 0 || w.ambiguous {
@@ -84,11 +85,11 @@ func (d *desc) lock(ctx context.Context) (_ *Lock, lockErr error) {
 			// grant that a lost reply may have made.
 			d.abandon(ctx, req.Lease, w.ambiguous)
 		}
+		if w.guard != nil {
+			return nil, cl.failed(ctx, fmt.Errorf("%w: %w", guardError(d.key, *w.guard), ctx.Err()))
+		}
 		if w.lastErr != nil {
 			return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w (last error: %w)", ErrNotObtained, d.key, ctx.Err(), w.lastErr))
-		}
-		if g.Guarded {
-			return nil, cl.failed(ctx, fmt.Errorf("%w: %w", guardError(d.key, g), ctx.Err()))
 		}
 		return nil, cl.failed(ctx, fmt.Errorf("%w: %q: %w", ErrNotObtained, d.key, ctx.Err()))
 	}
@@ -102,7 +103,8 @@ type wait struct {
 	marker    driver.MarkWatcher
 	mark      uint64 // what the watches had heard before the last attempt
 	lastErr   error
-	ambiguous bool // an attempt's outcome is unknown
+	guard     *driver.Grant // the last answer, if the restart guard gave it
+	ambiguous bool          // an attempt's outcome is unknown
 	timer     *time.Timer
 	backoffN  int
 }
@@ -181,6 +183,19 @@ func (w *wait) sleep(ctx context.Context, g driver.Grant, err error) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// heard keeps the restart guard's refusal as what the wait last heard from
+// the backend, until another answer or an error other than ctx's end
+// replaces it: a wait that ends while an attempt is in flight still says
+// that the guard, not a holder, kept the lock.
+func (w *wait) heard(ctx context.Context, g driver.Grant, err error) {
+	switch {
+	case err == nil && g.Guarded:
+		w.guard = &g
+	case err == nil, ctx.Err() == nil:
+		w.guard = nil
 	}
 }
 
