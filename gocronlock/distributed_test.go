@@ -30,6 +30,7 @@ func TestGocronDistributed(t *testing.T) {
 		"redis":     "redis://" + testserver.StartRedis(t).Addr(),
 		"redlock":   "redlock://" + testserver.StartRedis(t).Addr() + "," + testserver.StartRedis(t).Addr() + "," + testserver.StartRedis(t).Addr(),
 		"postgres":  testserver.StartPostgres(t).URL(),
+		"mariadb":   testserver.StartMariaDB(t).URL(),
 		"sqlite":    "sqlite://" + filepath.Join(t.TempDir(), "locks.db"),
 		"zookeeper": "zk://" + testserver.StartZooKeeper(t).Addr(),
 	}
