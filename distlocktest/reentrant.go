@@ -145,7 +145,7 @@ func testReentrantHolds(t testing.TB, h Harness) {
 func testReentrantRenewal(t testing.TB, h Harness) {
 	key := uniqueKey(t)
 	ttl := h.renewalTTL()
-	ctx := distlock.ContextWithOwner(timeout(t, 10*time.Second), distlock.NewOwnerID())
+	ctx := distlock.ContextWithOwner(timeout(t, 10*ttl), distlock.NewOwnerID())
 	m := newClient(t, h, distlock.WithTTL(ttl)).Mutex(key)
 	a := mustLockIn(t, ctx, m)
 	b := mustLockIn(t, ctx, m)
