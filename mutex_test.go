@@ -144,8 +144,12 @@ func TestRestartGuardIsItsOwnOutcome(t *testing.T) {
 			return driver.Grant{Guarded: true, RetryAfter: 40 * time.Second}, nil
 		}
 		if stall.Load() {
-			<-ctx.Done()
-			return driver.Grant{}, ctx.Err()
+			// Cut short by a deadline of its own, which a caller's
+			// wrapper may set at ctx's and which can fire first.
+			cut, cancel := context.WithDeadline(ctx, time.Now().Add(20*time.Millisecond))
+			defer cancel()
+			<-cut.Done()
+			return driver.Grant{}, cut.Err()
 		}
 		return next(ctx, req)
 	}}

@@ -194,7 +194,12 @@ func (w *wait) heard(ctx context.Context, g driver.Grant, err error) {
 	switch {
 	case err == nil && g.Guarded:
 		w.guard = &g
-	case err == nil, ctx.Err() == nil:
+	case err == nil:
+		w.guard = nil
+	case ctx.Err() != nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Cut short: the attempt says nothing about the backend. (A
+		// context derived from ctx may end first, at the same deadline.)
+	default:
 		w.guard = nil
 	}
 }

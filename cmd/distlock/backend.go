@@ -182,7 +182,6 @@ type backend struct {
 
 	mu      sync.Mutex
 	lastErr error
-	guarded bool            // the latest answer was the restart guard's refusal
 	limit   context.Context // nil: none
 }
 
@@ -245,9 +244,6 @@ func (b *backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 	b.mu.Lock()
 	first := err != nil && b.lastErr == nil
 	b.lastErr = err
-	if err == nil {
-		b.guarded = g.Guarded
-	}
 	b.mu.Unlock()
 	if first && b.onError != nil {
 		b.onError(err)
@@ -311,15 +307,6 @@ func (b *backend) failing() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.lastErr
-}
-
-// guardedLast reports whether the latest attempt that the backend answered
-// was refused by its restart guard. A wait's error may not say so, when
-// the wait ended during a later attempt.
-func (b *backend) guardedLast() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.guarded
 }
 
 func (b *backend) Watch(ctx context.Context, key, owner string) (driver.Watch, error) {

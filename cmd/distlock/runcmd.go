@@ -436,7 +436,7 @@ func (c *cli) acquire(ctx context.Context, b *backend, o *runOptions, contact ti
 			within = fmt.Sprintf(" within %v", o.wait.d)
 		}
 		switch {
-		case errors.Is(err, distlock.ErrRestartGuard) || b.guardedLast():
+		case errors.Is(err, distlock.ErrRestartGuard):
 			// Nobody holds the key: a conflict's status would send a
 			// cron job's operator looking for a holder that is not there.
 			return nil, c.fail(exitUnavailable, "run", "lock %q not obtained%s: it is free, but %s", o.key, within, c.guardNote(ctx, b, o.key))
