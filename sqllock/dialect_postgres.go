@@ -8,6 +8,11 @@ import "strings"
 // waiters (LISTEN/NOTIFY) in the statement that commits it; pgx keeps the
 // statements prepared on each connection itself. Connection-scoped locks
 // are advisory locks (conn_postgres.go).
+// namedPayload is the notice of a mutex's release ($1) that names the
+// listener woken: ";", the listener, ";", the key; the key alone when it
+// names none.
+const namedPayload = `CASE WHEN woken = '' THEN $1 ELSE ';' || woken || ';' || $1 END`
+
 var postgresDialect = &dialect{
 	name: Postgres,
 	// now() is the statement's start in autocommit: a statement that
@@ -31,7 +36,9 @@ var postgresDialect = &dialect{
 	kind       INTEGER NOT NULL DEFAULT 0,
 	lim        INTEGER NOT NULL DEFAULT 0,
 	queued     INTEGER NOT NULL DEFAULT 0,
-	waiting_us BIGINT NOT NULL DEFAULT 0
+	waiting_us BIGINT NOT NULL DEFAULT 0,
+	wakers     TEXT NOT NULL DEFAULT '',
+	woken      TEXT NOT NULL DEFAULT ''
 )`
 	},
 	counter: func(table string) []string {
@@ -77,10 +84,33 @@ SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', $1)::TEXT END
 	sweep: func(free string) sweepTexts {
 		return sweepTexts{leases: `DELETE FROM {table} WHERE ` + free}
 	},
-	columns: []string{`waiting_us BIGINT NOT NULL DEFAULT 0`},
-	// A waiter's mark creates the key's row if need be (a free one).
-	mark: `INSERT INTO {table} AS t (name, waiting_us) VALUES ($1, {now} + $2)
-	ON CONFLICT (name) DO UPDATE SET waiting_us = excluded.waiting_us WHERE t.waiting_us < {now} + $3`,
+	columns: []string{`waiting_us BIGINT NOT NULL DEFAULT 0`, `wakers TEXT NOT NULL DEFAULT ''`, `woken TEXT NOT NULL DEFAULT ''`},
+	// A waiter's mark creates the key's row if need be (a free one), and
+	// puts its listener ($4, a comma after it; '' for none) last in the
+	// key's wakers unless it is there already. The wakers keep the last
+	// 64 listeners (of 16 characters and a comma each).
+	mark: `INSERT INTO {table} AS t (name, waiting_us, wakers) VALUES ($1, {now} + $2, $4)
+	ON CONFLICT (name) DO UPDATE SET waiting_us = GREATEST(t.waiting_us, excluded.waiting_us),
+		wakers = CASE WHEN strpos(',' || t.wakers, ',' || $4) > 0 THEN t.wakers
+			WHEN length(t.wakers) >= 64 * 17 THEN substr(t.wakers, strpos(t.wakers, ',') + 1) || $4
+			ELSE t.wakers || $4 END
+	WHERE t.waiting_us < {now} + $3 OR strpos(',' || t.wakers, ',' || $4) = 0`,
+	// A mutex's release takes the first listener out of the key's wakers
+	// (the SET clauses read the row as it was) and names it in the
+	// notice: that listener wakes one waiter, the others sleep on. With
+	// no listener in the wakers, the notice wakes every waiter.
+	releaseOne: func(update, ended string) string {
+		const ends = `owners = $3 AND waiting_us >= {now}`
+		update = strings.Replace(update, `SET `, `SET woken = CASE WHEN `+ends+` THEN split_part(wakers, ',', 1) ELSE '' END,
+		wakers = CASE WHEN `+ends+` THEN substr(wakers, strpos(wakers, ',') + 1) ELSE wakers END, `, 1)
+		return `WITH r AS (` + update + ` RETURNING ` + ended + ` AS ended, woken)
+SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', ` + namedPayload + `)::TEXT END) FROM r`
+	},
+	// A listener named by a release for a key it no longer waits on
+	// passes the turn to the next, if the key is free.
+	passOn: `WITH r AS (UPDATE {table} SET woken = split_part(wakers, ',', 1), wakers = substr(wakers, strpos(wakers, ',') + 1)
+	WHERE name = $1 AND (owners = '' OR expires_us <= {now}) RETURNING woken)
+SELECT count(*), count(pg_notify('{channel}', ` + namedPayload + `)::TEXT) FROM r`,
 	watched:  `waiting_us >= {now}`,
 	identity: `SELECT current_database() || '|' || COALESCE(host(inet_server_addr()), '') || '|' || COALESCE(inet_server_port(), 0)::TEXT`,
 	listens:  true,

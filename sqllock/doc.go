@@ -62,6 +62,14 @@
 // its pool, opened by its first Watch (a pool limited to one connection
 // is left to the other ways). Another
 // driver needs [WithListener]; WithListener(nil) turns listening off. A
+// mutex's release wakes one waiter: the mark also lists the backend's
+// listener among the key's wakers, and the release names the first of
+// them in its notice and takes it out; that backend wakes its waiter that
+// began first, and the others sleep on, up to their safety poll and never
+// past the holder's remaining lease. A waiter that lost the lock to
+// another after its turn lists itself again with its refused attempt, and
+// a listener that vanished costs the others one safety poll (see
+// marks.go in the source). A
 // lost listening connection is replaced and every watcher woken, since
 // notices may have been missed. A waiter that no notice reaches (MySQL
 // and SQLite across processes, PostgreSQL without a listener) is woken by

@@ -54,6 +54,9 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		} else {
 			g, family, err = b.acquireOnce(ctx, req, args)
 		}
+		if err == nil && !g.Acquired && family == 0 && !req.Fair {
+			b.relist(ctx, req.Key)
+		}
 		if err != nil || g.Acquired || family == 0 || settled {
 			return g, err
 		}
@@ -212,7 +215,16 @@ func (b *Backend) prepareStatements() {
 	if b.d.watched != "" {
 		ended += ` AND ` + b.d.watched
 	}
-	b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
+	if b.d.releaseOne != nil {
+		// The notice names one listener of the key's waiters (see
+		// marks.go).
+		b.release = prepare(b.d, b.table, b.d.releaseOne(releaseStmt+` AND queued = 0`, ended))
+		b.release.counts = true
+		b.passOn = prepare(b.d, b.table, b.d.passOn)
+		b.passOn.counts = true
+	} else {
+		b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
+	}
 	b.released = p(`SELECT 1 FROM {table} WHERE name = $1 AND last_owner = $2`)
 	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
 	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END
