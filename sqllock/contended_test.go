@@ -156,6 +156,19 @@ func relaxDurability(b *testing.B, d database, stmts ...string) {
 	}
 }
 
+// benchSQLLock runs the contended loop on d through sqllock, plain and
+// fair.
+func benchSQLLock(b *testing.B, d database) {
+	b.Run("sqllock", func(b *testing.B) {
+		w, c := distlockWorkers(b, d)
+		runContended(b, w, c)
+	})
+	b.Run("sqllock-fair", func(b *testing.B) {
+		w, c := distlockWorkers(b, d, distlock.WithFairness())
+		runContended(b, w, c)
+	})
+}
+
 // BenchmarkContended: 8 workers on one key, each with its own pool, beside
 // the database's own lock held on one connection per worker. Run with
 // -benchtime 3000x or so: a few seconds of contention each.
@@ -166,14 +179,7 @@ func BenchmarkContended(b *testing.B) {
 		b.Run("pg_advisory_lock", func(b *testing.B) {
 			runContended(b, nativeWorkers(b, d, `SELECT 1 FROM (SELECT pg_advisory_lock(28)) x`, `SELECT pg_advisory_unlock(28)`), nil)
 		})
-		b.Run("sqllock", func(b *testing.B) {
-			w, c := distlockWorkers(b, d)
-			runContended(b, w, c)
-		})
-		b.Run("sqllock-fair", func(b *testing.B) {
-			w, c := distlockWorkers(b, d, distlock.WithFairness())
-			runContended(b, w, c)
-		})
+		benchSQLLock(b, d)
 	})
 	b.Run("MariaDB", func(b *testing.B) {
 		_, d := startMariaDB(b)
@@ -181,13 +187,6 @@ func BenchmarkContended(b *testing.B) {
 		b.Run("GET_LOCK", func(b *testing.B) {
 			runContended(b, nativeWorkers(b, d, `SELECT GET_LOCK('contended', 60)`, `DO RELEASE_LOCK('contended')`), nil)
 		})
-		b.Run("sqllock", func(b *testing.B) {
-			w, c := distlockWorkers(b, d)
-			runContended(b, w, c)
-		})
-		b.Run("sqllock-fair", func(b *testing.B) {
-			w, c := distlockWorkers(b, d, distlock.WithFairness())
-			runContended(b, w, c)
-		})
+		benchSQLLock(b, d)
 	})
 }

@@ -213,6 +213,11 @@ type dialect struct {
 	// key is free, and selects (count, notified): a listener named by a
 	// release that had no waiter left for the key passes the turn on.
 	passOn string
+	// handOver is a fair release of the key $1 by its only holder $2 ($3
+	// between commas) that grants the lease to the oldest live waiter in
+	// one statement and notifies it, selecting the waiter (no row: the
+	// release is left to fairRelease); "" where a transaction does it.
+	handOver string
 	// turn notifies the waiter $2 (between commas, or '' for any) that
 	// the key $1 was handed to it; "" on dialects without notifications.
 	turn string

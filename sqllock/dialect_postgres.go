@@ -81,6 +81,26 @@ SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', $1)::TEXT END
 	},
 	// The notice of a hand-over names the waiter, so that only it wakes.
 	turn: `SELECT pg_notify('{channel}', $2 || $1)`,
+	// The usual fair release in one statement: the only hold of the owner
+	// $2 ($3 between commas) becomes a lease of the oldest live waiter
+	// for as long as its place lasts, which leaves the line (with the
+	// places that ended), and the notice names it. The waiters are read
+	// in the statement's snapshot: one that joined the line while the
+	// release waited for the row is counted by its own attempt, and one
+	// that left meanwhile holds the lease no longer than its place.
+	handOver: `WITH h AS (
+	SELECT owner, expires_us - {now} AS place FROM {queue}
+	WHERE name = $1 AND expires_us > {now} AND owner <> $2 ORDER BY seq, owner LIMIT 1
+), g AS (
+	UPDATE {table} t SET last_owner = $2, owners = ',' || h.owner || ',', holds = 1, expires_us = {now} + h.place,
+		since_us = {now}, meta = '', reentry = '', kind = 0, lim = 0, token = GREATEST(nextval('{seq}'), t.token + 1),
+		queued = (SELECT count(*) FROM {queue} q WHERE q.name = $1 AND q.expires_us > {now} AND q.owner <> $2) - 1
+	FROM h WHERE t.name = $1 AND t.owners = $3 AND t.expires_us > {now} AND t.kind = 0 AND t.queued > 0
+	RETURNING h.owner
+), d AS (
+	DELETE FROM {queue} q USING g WHERE q.name = $1 AND (q.owner = g.owner OR q.owner = $2 OR q.expires_us <= {now})
+)
+SELECT owner, pg_notify('{channel}', ',' || owner || ',' || $1)::TEXT FROM g`,
 	sweep: func(free string) sweepTexts {
 		return sweepTexts{leases: `DELETE FROM {table} WHERE ` + free}
 	},

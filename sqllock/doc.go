@@ -99,7 +99,8 @@
 // trips): it takes a free lease only if no live waiter queued before it.
 // The row counts the waiters in line, so that a release with none stays
 // one statement; a release that finds some frees the lease and grants it,
-// in the same transaction, to the oldest live waiter (a direct grant, as
+// in the same transaction (on PostgreSQL, usually one statement), to the
+// oldest live waiter (a direct grant, as
 // long as its place lasts), and wakes that waiter only (on PostgreSQL, the
 // notice names it); the waiter's next attempt finds the lease its own and
 // extends it to its TTL.

@@ -42,6 +42,16 @@ func waiters(t *testing.T, d database, key string, n int, poll time.Duration) ([
 	return counters, got
 }
 
+// holding returns the lock on key, taken by a client of its own.
+func holding(t *testing.T, d database, key string) *distlock.Lock {
+	t.Helper()
+	l, err := distlock.New(d.backend(t), distlock.WithTTL(time.Minute)).Mutex(key).Lock(ctxFor(t, time.Minute))
+	if err != nil {
+		t.Fatalf("Lock(%q): %v", key, err)
+	}
+	return l
+}
+
 // attempts counts the mutex attempts among what the pools sent since the
 // last call.
 func attempts(counters []*countingConnector) (n int) {
@@ -85,11 +95,7 @@ func settle(t *testing.T, counters []*countingConnector) (made int) {
 func TestReleaseWakesOneWaiter(t *testing.T) {
 	_, d := startPostgres(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	holder := distlock.New(d.backend(t), distlock.WithTTL(time.Minute)).Mutex("one-waiter")
-	l, err := holder.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := holding(t, d, "one-waiter")
 	const n = 4
 	counters, got := waiters(t, d, "one-waiter", n, time.Hour)
 	settle(t, counters)
@@ -120,11 +126,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 func TestVanishedNamedWaiter(t *testing.T) {
 	_, d := startPostgres(t)
 	ctx := ctxFor(t, 2*time.Minute)
-	holder := distlock.New(d.backend(t), distlock.WithTTL(time.Minute)).Mutex("vanished")
-	l, err := holder.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := holding(t, d, "vanished")
 	counters, got := waiters(t, d, "vanished", 1, 2*time.Second)
 	settle(t, counters)
 	admin := d.open(t)
@@ -159,11 +161,7 @@ func TestVanishedNamedWaiter(t *testing.T) {
 func TestWatchedKeyOneAttempt(t *testing.T) {
 	_, d := startPostgres(t)
 	ctx, cancel := context.WithCancel(ctxFor(t, 2*time.Minute))
-	holder := distlock.New(d.backend(t), distlock.WithTTL(time.Minute)).Mutex("watched-once")
-	l, err := holder.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := holding(t, d, "watched-once")
 	db, c := d.counting(t)
 	b := d.backendOn(t, db, sqllock.WithListener(pglisten.New(d.open(t))))
 	got := make(chan *distlock.Lock, 2)
