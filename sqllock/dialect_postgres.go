@@ -13,6 +13,16 @@ import "strings"
 // names none.
 const namedPayload = `CASE WHEN woken = '' THEN $1 ELSE ';' || woken || ';' || $1 END`
 
+// turnFor is how long (µs) a mutex released with a notice that named a
+// listener is kept for that listener's waiters: long enough for the
+// notice to reach it and its attempt to come back on a loaded machine,
+// short enough that a listener that vanished holds the others up little.
+const turnFor = `20000`
+
+// kept: the row t is a mutex released less than turnFor ago whose notice
+// named another listener than $7.
+const kept = `(t.woken <> '' AND t.woken <> $7 AND t.owners = '' AND t.expires_us > {now} - ` + turnFor + `)`
+
 var postgresDialect = &dialect{
 	name: Postgres,
 	// now() is the statement's start in autocommit: a statement that
@@ -62,15 +72,25 @@ var postgresDialect = &dialect{
 	// which makes the attempt a write that a waiting release queues
 	// behind. A release that commits after the snapshot is notified to
 	// the waiter, whose watch began before the attempt.
+	//
+	// A key whose release named another listener than this backend's ($7)
+	// is kept for that listener's waiter for turnFor after the release
+	// (see marks.go): the releasing worker, which asks again at once,
+	// does not take the key back before the waiter woken for it can ask.
+	// Refused, the attempt learns when that ends.
 	mutexAcquire: func(upsert string) string {
 		upsert = strings.Replace(upsert, `
 	VALUES ($1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5)`, `
 	SELECT $1, $6, {newtoken}, 1, {now} + $3, {now}, $4, $5
-	WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.name = $1 AND t.kind = 0 AND LIVE AND NOT (MINE OR JOIN))`, 1)
+	WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.name = $1 AND t.kind = 0 AND (LIVE AND NOT (MINE OR JOIN) OR `+kept+`))`, 1)
+		upsert = strings.Replace(upsert, `
+	RETURNING t.token`, ` AND NOT `+kept+`
+	RETURNING t.token`, 1)
 		return `WITH up AS (` + upsert + `)
 SELECT true, token, 0::BIGINT, 0 FROM up
 UNION ALL
-SELECT false, 0::BIGINT, expires_us - {now}, kind FROM {table} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`
+SELECT false, 0::BIGINT, CASE WHEN ` + kept + ` THEN t.expires_us + ` + turnFor + ` - {now} ELSE t.expires_us - {now} END, kind
+FROM {table} t WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`
 	},
 	acquireReply: replyRow,
 	// The notice goes out when the statement commits; a statement that

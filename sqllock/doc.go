@@ -66,10 +66,14 @@
 // listener among the key's wakers, and the release names the first of
 // them in its notice and takes it out; that backend wakes its waiter that
 // began first, and the others sleep on, up to their safety poll and never
-// past the holder's remaining lease. A waiter that lost the lock to
-// another after its turn lists itself again with its refused attempt, and
-// a listener that vanished costs the others one safety poll (see
-// marks.go in the source). A
+// past the holder's remaining lease. For 20ms after such a release, the
+// key is kept for the named backend's waiters: another backend's attempt,
+// the releasing one's above all, is refused until then (so a plain mutex
+// changes hands rather than going back to the worker that released it),
+// and a listener that vanished holds the key up no longer, and costs its
+// waiters one safety poll (see marks.go in the source). A waiter that
+// lost the lock to another after its turn lists itself again with its
+// refused attempt. A
 // lost listening connection is replaced and every watcher woken, since
 // notices may have been missed. A waiter that no notice reaches (MySQL
 // and SQLite across processes, PostgreSQL without a listener) is woken by

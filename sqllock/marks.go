@@ -28,6 +28,14 @@ import (
 // listener that vanished costs the waiters one safety poll, as its turn
 // is taken with its name. With no listener in the wakers, the release
 // wakes every waiter, as a release of readers or permits does.
+//
+// The named listener's waiter has the key for a turn (turnFor, 20ms)
+// after the release: an attempt from another backend, the releasing one
+// above all, which asks again at once, is refused until the turn ends,
+// and told when that is. Without it, the worker that released takes the
+// key back before the woken waiter's attempt arrives, most of the time,
+// and the waiter that lost lists itself again; with it, a release hands
+// the key over, and a listener that vanished holds it up for one turn.
 
 // markFor is how long a waiter's mark lasts: after the last waiter
 // leaves, releases notify for at most that long.

@@ -171,6 +171,14 @@ func (b *Backend) onNotice(payload string) {
 	}
 }
 
+// name is the listener's name in the keys' wakers, or "" before it
+// starts.
+func (h *hub) name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.id
+}
+
 // hear counts a notice of key for WatchMark, if this process marked key.
 func (h *hub) hear(key string) {
 	if _, ok := h.marked[key]; !ok {

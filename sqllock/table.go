@@ -40,6 +40,10 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		reentry = hex.EncodeToString(sum[:])
 	}
 	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
+	if b.d.releaseOne != nil {
+		// The listener a release may have named (see dialect.releaseOne).
+		args = append(args, b.hub.name())
+	}
 	// A row last taken as another family refuses the statement; once
 	// settleKind has made it a mutex's again (its holds have all ended),
 	// the statement is made once more.

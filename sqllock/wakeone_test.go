@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	"github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/sqllock"
 	"github.com/distlock-go/distlock/sqllock/pglisten"
 )
@@ -199,5 +200,55 @@ func TestWatchedKeyOneAttempt(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestReleaserWaitsForTheNamedWaiter: right after a release that named a
+// waiting listener, the releasing backend asking again is refused for the
+// named waiter's turn (the refusal says when it ends, a short while), and
+// a listener that vanished holds the key up no longer than that.
+func TestReleaserWaitsForTheNamedWaiter(t *testing.T) {
+	_, d := startPostgres(t)
+	ctx := ctxFor(t, time.Minute)
+	releaser := d.backend(t, sqllock.WithListener(nil))
+	l := driver.Lease{Key: "kept", Owner: "releaser"}
+	req := driver.Request{Lease: l, TTL: time.Minute}
+	admin := d.open(t)
+	for try := 0; ; try++ {
+		if g, err := releaser.Acquire(ctx, req); err != nil || !g.Acquired {
+			t.Fatalf("Acquire: %+v, %v", g, err)
+		}
+		// A waiter of a listener that has not asked yet marked the key.
+		if _, err := admin.ExecContext(ctx, `UPDATE `+sqllock.DefaultTable+` SET waiting_us = 1e18 WHERE name = 'kept'`); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = admin.ExecContext(ctx, `UPDATE `+sqllock.DefaultTable+` SET wakers = 'abcdef0123456789,' WHERE name = 'kept'`)
+		if err := releaser.Release(ctx, l); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		released := time.Now()
+		g, err := releaser.Acquire(ctx, req)
+		if err != nil {
+			t.Fatalf("Acquire again: %v", err)
+		}
+		if time.Since(released) > 10*time.Millisecond && try < 10 {
+			// Past the named waiter's turn (20ms) on a loaded machine:
+			// again.
+			if g.Acquired {
+				_ = releaser.Release(ctx, l)
+			}
+			continue
+		}
+		if g.Acquired {
+			t.Fatalf("the releaser took the key back before the waiter its release named could ask")
+		}
+		if g.RetryAfter > 25*time.Millisecond {
+			t.Fatalf("refused for the named waiter's turn with RetryAfter %v; want at most its 20ms", g.RetryAfter)
+		}
+		time.Sleep(g.RetryAfter)
+		if g, err := releaser.Acquire(ctx, req); err != nil || !g.Acquired {
+			t.Fatalf("Acquire after the named waiter's turn: %+v, %v; want granted", g, err)
+		}
+		return
 	}
 }
