@@ -45,6 +45,11 @@ const DefaultTable = "distlock_leases"
 //	waiting_us  PostgreSQL only: until when a waiter listens for the
 //	            key's release, same clock; a release notifies the key's
 //	            waiters (pg_notify) only while it lasts
+//	wakers      PostgreSQL only: the listeners (one per backend, the
+//	            last 64) with a waiter for the key, each followed by a
+//	            comma, in the order they began to wait; a mutex's release
+//	            names the first in its notice and takes it out
+//	woken       PostgreSQL only: the listener the last release named
 //
 // A second table, the same name followed by "_holds", keeps one row per
 // holder of the read-write locks and semaphores (see holdsSchema in the
@@ -57,8 +62,8 @@ const DefaultTable = "distlock_leases"
 // a new row's counter starts (see the package doc). The DDL is statements
 // separated by ";\n".
 //
-// A table made by an older version lacks the columns kind, lim, queued or
-// waiting_us, the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
+// A table made by an older version lacks the columns kind, lim, queued,
+// waiting_us, wakers or woken, the queue table, or the counter: New's backend adds them on first use; with [WithoutSchema],
 // run [Migration] first, with every client of the table stopped.
 //
 // It returns an error for an unknown dialect or a table name that is not
@@ -76,11 +81,12 @@ func Schema(d Dialect, table string) (string, error) {
 
 // Migration returns the statements, separated by ";\n", that bring a
 // lease table made by an older version (without the columns kind, lim,
-// queued or waiting_us, the queue table or the token counter) to the
+// queued, waiting_us, wakers or woken, the queue table or the token counter) to the
 // current [Schema]. Each adds one thing: run them once, skipping the ALTER
 // TABLE of a column the table has already (a table of the version before
 // fair locks lacks queued only; one of the version before waiting_us,
-// that only), with every client of the table stopped: older clients
+// that and the two after it; one of the version before wakers, wakers
+// and woken), with every client of the table stopped: older clients
 // neither delete rows nor know the counter, the line or the waiters'
 // marks, so the two must not share a table.
 func Migration(d Dialect, table string) (string, error) {
@@ -197,6 +203,21 @@ type dialect struct {
 	// changed, says), and selects (count, notified); nil on dialects
 	// without notifications.
 	notice func(update, ended string) string
+	// releaseOne wraps update, a mutex's release of the key $1 by the
+	// owner $3 (between commas), into a statement that notifies, when it
+	// commits, one listener of the key's waiters if the release ended the
+	// lease (ended) and selects (count, notified), as notice does; nil
+	// where the dialect notifies all or none (see marks.go).
+	releaseOne func(update, ended string) string
+	// passOn notifies the next listener of the key $1's waiters if the
+	// key is free, and selects (count, notified): a listener named by a
+	// release that had no waiter left for the key passes the turn on.
+	passOn string
+	// handOver is a fair release of the key $1 by its only holder $2 ($3
+	// between commas) that grants the lease to the oldest live waiter in
+	// one statement and notifies it, selecting the waiter (no row: the
+	// release is left to fairRelease); "" where a transaction does it.
+	handOver string
 	// turn notifies the waiter $2 (between commas, or '' for any) that
 	// the key $1 was handed to it; "" on dialects without notifications.
 	turn string
@@ -218,7 +239,8 @@ type dialect struct {
 	// ADD COLUMN takes them.
 	columns []string
 	// mark marks the key $1 as watched for $2 µs from now, unless it is
-	// marked for $3 µs more already (see marks.go); "" where releases
+	// marked for $3 µs more already, and lists the listener $4 (a comma
+	// after it) among the key's wakers (see marks.go); "" where releases
 	// notify nobody.
 	mark string
 	// watched is the condition on a lease row that a waiter's mark lasts

@@ -62,6 +62,18 @@
 // its pool, opened by its first Watch (a pool limited to one connection
 // is left to the other ways). Another
 // driver needs [WithListener]; WithListener(nil) turns listening off. A
+// mutex's release wakes one waiter: the mark also lists the backend's
+// listener among the key's wakers, and the release names the first of
+// them in its notice and takes it out; that backend wakes its waiter that
+// began first, and the others sleep on, up to their safety poll and never
+// past the holder's remaining lease. For 20ms after such a release, the
+// key is kept for the named backend's waiters: another backend's attempt,
+// the releasing one's above all, is refused until then (so a plain mutex
+// changes hands rather than going back to the worker that released it),
+// and a listener that vanished holds the key up no longer, and costs its
+// waiters one safety poll (see marks.go in the source). A waiter that
+// lost the lock to another after its turn lists itself again with its
+// refused attempt. A
 // lost listening connection is replaced and every watcher woken, since
 // notices may have been missed. A waiter that no notice reaches (MySQL
 // and SQLite across processes, PostgreSQL without a listener) is woken by
@@ -91,7 +103,8 @@
 // trips): it takes a free lease only if no live waiter queued before it.
 // The row counts the waiters in line, so that a release with none stays
 // one statement; a release that finds some frees the lease and grants it,
-// in the same transaction, to the oldest live waiter (a direct grant, as
+// in the same transaction (on PostgreSQL, usually one statement), to the
+// oldest live waiter (a direct grant, as
 // long as its place lasts), and wakes that waiter only (on PostgreSQL, the
 // notice names it); the waiter's next attempt finds the lease its own and
 // extends it to its TTL.

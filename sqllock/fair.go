@@ -23,8 +23,9 @@ import (
 // row counts the waiters in line (queued), so that a release of a key
 // with none stays one statement: a release that finds waiters frees the
 // lease and grants it to the oldest live waiter in one transaction (a
-// direct grant), for as long as that waiter's place lasts, and wakes that
-// waiter only; the waiter's next attempt finds the lease its own and
+// direct grant; on PostgreSQL the usual case is one statement, see
+// dialect.handOver), for as long as that waiter's place lasts, and wakes
+// that waiter only; the waiter's next attempt finds the lease its own and
 // extends it to its TTL.
 
 // queueTable names the queue table of a lease table.
@@ -50,7 +51,7 @@ func queueSchema(d *dialect, table string) string {
 // fairStmts are the statements of fair mutexes. Placeholders: $1 name,
 // then as each says.
 type fairStmts struct {
-	mine, lock, state, clean, head, enqueue, dequeue, count, grant, extend, join, release, handed, watch stmt
+	mine, lock, state, clean, head, enqueue, dequeue, count, grant, extend, join, release, handed, handOver, watch stmt
 }
 
 func (b *Backend) prepareFairStatements() {
@@ -84,6 +85,9 @@ func (b *Backend) prepareFairStatements() {
 	// One more hold of the identity that holds the lease: $2 owner, $3 ttl.
 	f.join = p(`UPDATE {table} SET owners = ` + b.d.concat("owners", "$2", "','") + `, holds = holds + 1, expires_us = GREATEST(expires_us, {now} + $3) WHERE name = $1`)
 	f.release = p(releaseStmt)
+	if b.d.handOver != "" {
+		f.handOver = p(b.d.handOver)
+	}
 	// A watch's poll: is the key free, or this owner's, and who is first
 	// in line.
 	f.watch = p(`SELECT ` + state + `, COALESCE((SELECT owner FROM {queue} q WHERE q.name = $1 AND q.expires_us > {now} ORDER BY seq, owner LIMIT 1), '') FROM {table} WHERE name = $1`)
@@ -266,6 +270,17 @@ type released struct {
 }
 
 func (b *Backend) fairRelease(ctx context.Context, l driver.Lease) (released, error) {
+	if s := &b.fair.handOver; s.query != "" {
+		// The usual case, in one statement where the dialect can.
+		var owner, notified string
+		err := b.db.QueryRowContext(ctx, s.query, s.args(l.Key, l.Owner, listed(l.Owner))...).Scan(&owner, &notified)
+		switch {
+		case err == nil:
+			return released{hold: true, handed: owner}, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return released{}, err
+		}
+	}
 	return begin(ctx, b, func(f txn) (released, error) { return f.release(l) })
 }
 

@@ -1,6 +1,7 @@
 package sqllock_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,42 @@ func TestFairHandOverMariaDB(t *testing.T) {
 
 func TestFairHandOverSQLite(t *testing.T) {
 	checkHandOver(t, sqliteFile(t))
+}
+
+// TestFairHandOverRequestsPostgres: on PostgreSQL the usual hand-over (the
+// only hold released, a live waiter in line) is one statement after the
+// plain release finds the line, not a transaction of ten: the release
+// waits on the row for no longer than a plain one.
+func TestFairHandOverRequestsPostgres(t *testing.T) {
+	_, d := startPostgres(t)
+	ctx := ctxFor(t, 60*time.Second)
+	db, c := d.counting(t)
+	b, other := d.backendOn(t, db, sqllock.WithListener(nil)), d.backend(t)
+	const key = "handed-in-one"
+	req := func(name string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: name}, TTL: time.Minute, Fair: true, Queue: time.Minute}
+	}
+	for _, r := range []struct {
+		b    *sqllock.Backend
+		name string
+		want bool
+	}{{b, "holder", true}, {other, "waiter", false}} {
+		if g, err := r.b.Acquire(ctx, req(r.name)); err != nil || g.Acquired != r.want {
+			t.Fatalf("Acquire(%s): %+v, %v; want granted %v", r.name, g, err, r.want)
+		}
+	}
+	c.take()
+	if err := b.Release(ctx, req("holder").Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if sent := requests(c.take()); len(sent) > 2 {
+		t.Errorf("the hand-over made %d requests; want 2:\n%s", len(sent), strings.Join(sent, "\n"))
+	}
+	g, err := other.Acquire(ctx, req("waiter"))
+	if err != nil || !g.Acquired {
+		t.Fatalf("the waiter's attempt after the hand-over: %+v, %v; want granted", g, err)
+	}
+	if info, err := b.Inspect(ctx, key); err != nil || !info.Held || info.Token != g.Token {
+		t.Errorf("Inspect: %+v, %v; want held with token %d", info, err, g.Token)
+	}
 }

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -70,6 +71,15 @@ type hub struct {
 	isReady  bool
 	isClosed bool
 	marked   map[string]time.Time // when this process last marked a key's row (see marks.go)
+
+	// The listener's place in the keys' wakers (see marks.go).
+	id      string            // its name there: random, one per backend
+	listed  map[string]bool   // keys whose wakers list it, as far as it knows
+	namings uint64            // the releases that named it so far
+	heard   map[string]uint64 // marked keys: the notices of each that woke all or a fair waiter
+	epoch   uint64            // bumped when LISTEN is back after a lost connection, or a mark is forgotten
+	chores  sync.WaitGroup    // what its turns started: a new mark, a turn passed on
+	ctx     context.Context   // the listener's: done when it stops
 }
 
 // start runs the listener once, in the background.
@@ -81,7 +91,8 @@ func (b *Backend) startListener() {
 	h.started = true
 	h.ready, h.done = make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
+	h.cancel, h.ctx = cancel, ctx
+	h.id = listenerName()
 	go func() {
 		defer close(h.done)
 		renewed := make(chan struct{})
@@ -91,7 +102,7 @@ func (b *Backend) startListener() {
 				b.renewMarks(ctx)
 			}
 		}()
-		err := b.listener.Listen(ctx, channel(b.table), h.onReady, h.onNotice)
+		err := b.listener.Listen(ctx, channel(b.table), h.onReady, b.onNotice)
 		cancel()
 		<-renewed
 		h.mu.Lock()
@@ -113,6 +124,7 @@ func (h *hub) onReady() {
 		close(h.ready)
 		return
 	}
+	h.epoch++
 	for _, set := range h.watches {
 		for w := range set {
 			w.wake()
@@ -120,29 +132,70 @@ func (h *hub) onReady() {
 	}
 }
 
-// onNotice wakes the watches of the key a notice names. A release that
-// handed the lease to a fair waiter names the waiter too, between commas
-// before the key (see turn): only that waiter's watches wake. A key that
-// begins with a comma reads both ways, which wakes a watch for nothing at
-// worst.
-func (h *hub) onNotice(payload string) {
+// onNotice wakes the watches of the key a notice names. A release of a
+// mutex names the listener whose turn it is, between semicolons before
+// the key: that listener wakes one waiter (see named), the others none.
+// A release that handed the lease to a fair waiter names the waiter,
+// between commas before the key (see turn): only that waiter's watches
+// wake. A key that begins with a comma or a semicolon reads both ways,
+// which wakes a watch for nothing at worst.
+func (b *Backend) onNotice(payload string) {
+	h := &b.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watches[payload] {
 		w.wake()
 	}
-	if !strings.HasPrefix(payload, ",") {
+	h.hear(payload)
+	if payload == "" {
 		return
 	}
-	owner, key, ok := strings.Cut(payload[1:], ",")
-	if !ok {
+	sep := payload[0]
+	if sep != ',' && sep != ';' {
 		return
 	}
-	for w := range h.watches[key] {
-		if w.owner == owner {
-			w.wake()
+	name, key, ok := strings.Cut(payload[1:], string(sep))
+	switch {
+	case !ok:
+	case sep == ';':
+		if name == h.id {
+			b.named(key)
+		}
+	default:
+		h.hear(key)
+		for w := range h.watches[key] {
+			if w.owner == name {
+				w.wake()
+			}
 		}
 	}
+}
+
+// name is the listener's name in the keys' wakers, or "" before it
+// starts.
+func (h *hub) name() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.id
+}
+
+// hear counts a notice of key for WatchMark, if this process marked key.
+func (h *hub) hear(key string) {
+	if _, ok := h.marked[key]; !ok {
+		return
+	}
+	if h.heard == nil {
+		h.heard = make(map[string]uint64)
+	}
+	h.heard[key]++
+}
+
+// listenerName is a new listener's name in the keys' wakers: 64 random
+// bits in hex, which no comma or semicolon can be part of.
+func listenerName() string {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
 }
 
 // closeListener stops the listener and waits for it.
@@ -155,5 +208,6 @@ func (b *Backend) closeListener() {
 	if started {
 		h.cancel()
 		<-h.done
+		h.chores.Wait()
 	}
 }

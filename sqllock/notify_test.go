@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,7 +254,9 @@ func TestReleaseNotifiesWaitersOnly(t *testing.T) {
 		defer w.Close()
 		cycle(watched)
 		sentinel(mode.name + "-sentinel")
-		if p := next(); p != watched {
+		// A mutex's release in the table names the listener whose turn
+		// it is before the key (see TestReleaseWakesOneWaiter).
+		if p := next(); p != watched && !(mode.name == "table" && strings.HasPrefix(p, ";") && strings.HasSuffix(p, ";"+watched)) {
 			t.Fatalf("%s: the release of a watched key notified %q, want %q", mode.name, p, watched)
 		}
 		if p := next(); p != mode.name+"-sentinel" {

@@ -45,12 +45,12 @@ type Backend struct {
 	ready    bool          // the table was created (or is not ours to create)
 	creating chan struct{} // closed when the running attempt to create it ends; nil: none runs
 
-	acquire, release, released, refresh, holding, inspect, refused, markStmt stmt
-	holds                                                                    holdStmts
-	fair                                                                     fairStmts
-	kinds                                                                    kindStmts
-	reclaim                                                                  reclaimer
-	prepared                                                                 prepared
+	acquire, release, released, refresh, holding, inspect, refused, markStmt, passOn stmt
+	holds                                                                            holdStmts
+	fair                                                                             fairStmts
+	kinds                                                                            kindStmts
+	reclaim                                                                          reclaimer
+	prepared                                                                         prepared
 }
 
 var _ driver.Backend = (*Backend)(nil)

@@ -40,6 +40,10 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		reentry = hex.EncodeToString(sum[:])
 	}
 	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
+	if b.d.releaseOne != nil {
+		// The listener a release may have named (see dialect.releaseOne).
+		args = append(args, b.hub.name())
+	}
 	// A row last taken as another family refuses the statement; once
 	// settleKind has made it a mutex's again (its holds have all ended),
 	// the statement is made once more.
@@ -53,6 +57,9 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 			g, family, err = b.acquireFair(ctx, req, meta, reentry)
 		} else {
 			g, family, err = b.acquireOnce(ctx, req, args)
+		}
+		if err == nil && !g.Acquired && family == 0 && !req.Fair {
+			b.relist(ctx, req.Key)
 		}
 		if err != nil || g.Acquired || family == 0 || settled {
 			return g, err
@@ -212,7 +219,16 @@ func (b *Backend) prepareStatements() {
 	if b.d.watched != "" {
 		ended += ` AND ` + b.d.watched
 	}
-	b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
+	if b.d.releaseOne != nil {
+		// The notice names one listener of the key's waiters (see
+		// marks.go).
+		b.release = prepare(b.d, b.table, b.d.releaseOne(releaseStmt+` AND queued = 0`, ended))
+		b.release.counts = true
+		b.passOn = prepare(b.d, b.table, b.d.passOn)
+		b.passOn.counts = true
+	} else {
+		b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
+	}
 	b.released = p(`SELECT 1 FROM {table} WHERE name = $1 AND last_owner = $2`)
 	// Refresh: $1 name, $2 the owner between commas, $3 ttl.
 	b.refresh = p(`UPDATE {table} SET expires_us = CASE WHEN holds > 1 THEN GREATEST(expires_us, {now} + $3) ELSE {now} + $3 END

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/distlock-go/distlock/driver"
 )
@@ -25,12 +26,11 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	if err := b.start(ctx); err != nil {
 		return nil, err
 	}
-	if b.listener == nil || (b.autoListen && b.db.Stats().MaxOpenConnections == 1) {
-		// A pool of one connection has none to spare for listening.
+	if !b.listens() {
 		return b.watchLocal(ctx, key, owner)
 	}
 	h := &b.hub
-	w := &watch{h: h, key: key, owner: owner, c: make(chan struct{}, 1)}
+	w := &watch{h: h, key: key, owner: owner, seq: watchSeq.Add(1), c: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.isClosed {
 		h.mu.Unlock()
@@ -61,9 +61,48 @@ func (b *Backend) Watch(ctx context.Context, key, owner string) (driver.Watch, e
 	}
 }
 
+var _ driver.MarkWatcher = (*Backend)(nil)
+
+// listens reports whether b's waiters hear releases through its
+// listener. A pool of one connection has none to spare for listening.
+func (b *Backend) listens() bool {
+	return b.listener != nil && !(b.autoListen && b.db.Stats().MaxOpenConnections == 1)
+}
+
+// WatchMark implements driver.MarkWatcher: with a listener that is in
+// place, on a key whose row this process marked as watched lately (so
+// that a release notifies), it counts the notices of key that wake every
+// waiter or a fair waiter, and the listener's reconnections; 0 otherwise.
+// A notice that names another listener does not count: that listener's
+// waiter tries, and this one need not.
+func (b *Backend) WatchMark(key string) uint64 {
+	if !b.listens() || b.markStmt.query == "" {
+		return 0
+	}
+	h := &b.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.marked[key]
+	if !h.isReady || !ok || time.Since(at) >= markFor/2 {
+		return 0
+	}
+	return h.epoch<<40 | (h.heard[key]+1)&(1<<40-1)
+}
+
+// WatchSince implements driver.MarkWatcher: missed unless mark is
+// WatchMark's and nothing it counts happened since.
+func (b *Backend) WatchSince(ctx context.Context, key, owner string, mark uint64) (driver.Watch, bool, error) {
+	w, err := b.Watch(ctx, key, owner)
+	if err != nil || mark == 0 {
+		return w, true, err
+	}
+	return w, b.WatchMark(key) != mark, nil
+}
+
 type watch struct {
 	h          *hub
 	key, owner string // owner: a fair waiter's, or ""
+	seq        uint64 // when it began (watchSeq): a turn wakes the first
 	c          chan struct{}
 	once       sync.Once
 }
