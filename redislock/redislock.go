@@ -228,7 +228,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			}
 			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, stamp, "")
 		default:
-			token, wait, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
+			// Enlisted when refused, if this client hears the lock's
+			// releases: the release then wakes this client alone.
+			token, wait, err = redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, b.notify.Hears(k.Channel))
 		}
 	case driver.Write:
 		token, wait, err = redisnode.AcquireWrite(ctx, b.rdb, k, req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)

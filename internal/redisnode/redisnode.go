@@ -47,6 +47,7 @@ type Keys struct {
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
+	Waiters string // the clients whose plain waiters a release may wake, one at a time (sorted set)
 	// PermitReceipts, ReadReceipts and HoldReceipts name the releases of
 	// permits, of readers and of a re-entrant lease's holds (sorted sets by
 	// expiry), so that the same call sent again after a lost reply knows it
@@ -87,16 +88,17 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	} else {
 		base = prefix + "{" + name + "}"
 	}
-	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
+	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + channelSuffix, Queue: base + ":queue", Places: base + ":places"}
 	k.Guard = markerName(prefix, k.Lock, g.Cluster)
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
 	k.PermitReceipts, k.ReadReceipts = base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
+	k.Waiters = base + waitersSuffix
 	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
 		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kWriting: k.Writing,
 		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
-		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts}
+		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts, kWaiters: k.Waiters}
 	n := 0
 	for _, s := range scripts {
 		n += len(s.keys)
@@ -114,6 +116,12 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.grant = grant
 	return k
 }
+
+// The suffixes of a lock's channel and waiters, after its key.
+const (
+	channelSuffix = ":released"
+	waitersSuffix = ":waiters"
+)
 
 // KeyCache remembers the Keys of recently used names, so that the hot path
 // does not build and box the same strings on every call.
@@ -248,8 +256,22 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
+	return AcquireAs(ctx, c, k, owner, ttl, desc, "")
+}
+
+// AcquireAs is [Acquire] for a client whose notifier is subscribed to the
+// lock's channel: a refused attempt enlists client (its [Notifier.ID]) as
+// waiting, so that a release wakes that client alone, not every waiter.
+// client "" enlists nobody; the release of a lease that refused such an
+// attempt, and finds nobody enlisted, wakes every waiter.
+func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
-	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant}), k, driver.Exclusive, 0)
+	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, client}
+	if client == "" {
+		// Enlisting nobody, the attempt leaves off waiters and client.
+		keys, args = keys[:len(keys)-1], args[:len(args)-1]
+	}
+	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, keys, args), k, driver.Exclusive, 0)
 	clear(*buf)
 	argvs.Put(buf)
 	return token, holderTTL, err
@@ -258,7 +280,8 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // AcquireCmd queues the acquire script on a pipeline; read it with
 // [ReadGrant].
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
-	return acquireScript.EvalSha(ctx, p, k.list(acquireScript), owner, ttl.Milliseconds(), desc, k.grant)
+	keys := k.list(acquireScript)
+	return acquireScript.EvalSha(ctx, p, keys[:len(keys)-1], owner, ttl.Milliseconds(), desc, k.grant)
 }
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
@@ -663,7 +686,8 @@ var argvs = sync.Pool{New: func() any { return new([]any) }}
 // read the reply: go-redis holds a command's arguments only while it sends
 // it.
 func runIn(ctx context.Context, c redis.Scripter, s *script, buf *[]any, keys, args []any) *redis.Cmd {
-	if len(keys) != len(s.keys) || len(args) != len(s.args) {
+	short := s.optional && len(keys) == len(s.keys)-1 && len(args) == len(s.args)-1
+	if !short && (len(keys) != len(s.keys) || len(args) != len(s.args)) {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(fmt.Errorf("redisnode: script %s takes %d keys and %d arguments, not %d and %d", s.name, len(s.keys), len(s.args), len(keys), len(args)))
 		return cmd

@@ -1,7 +1,12 @@
 -- Take the lock if it is free, or confirm it to the owner that already has it.
--- Keys: lock, counter (fencing), marker (the restart guard's).
+-- Keys: lock, counter (fencing), marker (the restart guard's), waiters
+-- (the enlisted clients, see enlist below; left off with client).
 -- Arguments: owner, ttl (ms), desc (the holder's description), guard (the
--- token grain and the guard's maximum lease, see token.lua).
+-- token grain and the guard's maximum lease, see token.lua), client (the
+-- id of the attempt's client, whose notifier hears the lock's channel; ''
+-- or left off: enlist nobody. Left off, the command has at most 10 parts,
+-- which a server takes from a client that has not authenticated, and
+-- answers with its NOAUTH).
 -- The lock's value is: owner LF fence LF since-ms LF description.
 -- Returns the fencing token (> 0) when granted, or minus the holder's
 -- remaining TTL in ms when not: at least 1 (a lease in its last
@@ -14,16 +19,34 @@
 -- The fast paths, before the helpers are built: a free lock whose records
 -- are quiet (see take_quiet in prelude.lua); a lease of another owner,
 -- no writer's, marked as waited for already (as refused does below).
+--
+-- A refused attempt of a client enlists it in waiters, scored by the
+-- holder's token, so the oldest enlisted first: the release of the lease
+-- wakes that one client, not every waiter (see release.lua). The set
+-- lasts as long as the lease, and WAITERS_LIFE more.
+local WAITERS_LIFE = 10000
+client = client or ''
+local function enlist(v, pttl)
+  if client ~= '' then
+    redis.call('ZADD', waiters, string.match(v, '^[^\n]*\n(%d+)') or 0, client)
+    redis.call('PEXPIRE', waiters, math.max(pttl, 0) + WAITERS_LIFE)
+  end
+end
 local r = redis.call('MGET', lock, counter)
 local found = r[1]
+-- A client that hears the lock's channel may have been woken by name,
+-- leaving others enlisted: its lease is then marked as waited for, so
+-- that its release wakes the next.
+local others = client ~= '' and redis.call('EXISTS', waiters) == 1
 if found and is_free(found) then
-  local token = take_quiet(lock, counter, r, owner, desc, ttl, guard)
+  local token = take_quiet(lock, counter, r, owner, desc, ttl, guard, others)
   if token then
     return token
   end
 elseif found and string.sub(found, -#WAITED) == WAITED and string.sub(found, -#WRITER - #WAITED) ~= WRITER .. WAITED
     and string.sub(found, 1, #owner + 1) ~= owner .. '\n' then
   local pttl = redis.call('PTTL', lock)
+  enlist(found, pttl)
   if pttl < 0 then
     return 0
   end
@@ -38,7 +61,7 @@ if not v then
       return other
     end
   end
-  return take(lock, counter, marker, owner, desc, ttl, guard, last, free)
+  return take(lock, counter, marker, owner, desc, ttl, guard, last, free, others)
 end
 local prefix = owner .. '\n'
 if string.sub(v, 1, #prefix) == prefix then
@@ -49,4 +72,6 @@ end
 if is_writer(v) then
   return mismatch('rw')
 end
-return refused(lock, v)
+local reply = refused(lock, v)
+enlist(v, -reply)
+return reply
