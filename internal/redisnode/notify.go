@@ -45,6 +45,7 @@ var ErrClosed = errors.New("redisnode: notifier closed")
 type Notifier struct {
 	rdb     redis.UniversalClient
 	id      string        // names this client in the lock's waiters (see ID)
+	named   string        // "+" and id (see Hears)
 	timeout time.Duration // bounds the subscription's confirmation
 
 	mu      sync.Mutex
@@ -65,6 +66,7 @@ type channel struct {
 	watchers  map[*Watch]struct{}
 	confirmed bool
 	mark      uint64    // moves on every message and break; 0 until confirmed
+	named     bool      // a release named this client since its last attempt (see Hears)
 	idleSince time.Time // when the last watcher left; zero while watched
 }
 
@@ -84,6 +86,7 @@ func NewNotifier(rdb redis.UniversalClient, confirmTimeout time.Duration) *Notif
 	return &Notifier{
 		rdb:     rdb,
 		id:      base64.RawURLEncoding.EncodeToString(id[:]),
+		named:   "+" + base64.RawURLEncoding.EncodeToString(id[:]),
 		timeout: confirmTimeout,
 		chans:   make(map[string]*channel),
 		pings:   make(map[string]chan struct{}),
@@ -108,12 +111,22 @@ func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, erro
 // [AcquireAs]), for a lock whose channel it hears.
 func (n *Notifier) ID() string { return n.id }
 
-// Hears returns n's id when ch is subscribed and live, so that a release
-// of the lock reaches this client: a refused attempt may enlist it. It
-// returns "" otherwise.
+// Hears returns what an attempt on the lock of channel ch says of this
+// client (see [AcquireAs]): "" when ch is not subscribed and live (a
+// release would not reach it: the attempt enlists nobody); its id, to be
+// enlisted if refused; or "+" and its id when a release has named this
+// client since its last attempt: others may still be enlisted, and the
+// lease the attempt gets must wake them.
 func (n *Notifier) Hears(ch string) string {
-	if n.Mark(ch) == 0 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.chans[ch]
+	if st == nil || !st.confirmed || n.broken || n.closed {
 		return ""
+	}
+	if st.named {
+		st.named = false
+		return n.named
 	}
 	return n.id
 }
@@ -310,6 +323,7 @@ func (n *Notifier) wake(st *channel, payload string) bool {
 			return true
 		}
 		client = true
+		st.named = true
 	case strings.HasPrefix(payload, "="):
 		target, grant, _ = strings.Cut(payload[1:], "\n")
 	}

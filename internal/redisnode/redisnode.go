@@ -263,7 +263,9 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // lock's channel: a refused attempt enlists client (its [Notifier.ID]) as
 // waiting, so that a release wakes that client alone, not every waiter.
 // client "" enlists nobody; the release of a lease that refused such an
-// attempt, and finds nobody enlisted, wakes every waiter.
+// attempt, and finds nobody enlisted, wakes every waiter. A client given
+// as "+" and its id was named by a release since its last attempt: a
+// grant to it is marked as waited for while others are enlisted.
 func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
 	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, client}

@@ -3,8 +3,9 @@
 -- (the enlisted clients, see enlist below; left off with client).
 -- Arguments: owner, ttl (ms), desc (the holder's description), guard (the
 -- token grain and the guard's maximum lease, see token.lua), client (the
--- id of the attempt's client, whose notifier hears the lock's channel; ''
--- or left off: enlist nobody. Left off, the command has at most 10 parts,
+-- id of the attempt's client, whose notifier hears the lock's channel,
+-- after a '+' when a release named it since its last attempt; '' or left
+-- off: enlist nobody. Left off, the command has at most 10 parts,
 -- which a server takes from a client that has not authenticated, and
 -- answers with its NOAUTH).
 -- The lock's value is: owner LF fence LF since-ms LF description.
@@ -26,6 +27,10 @@
 -- lasts as long as the lease, and WAITERS_LIFE more.
 local WAITERS_LIFE = 10000
 client = client or ''
+local named = string.sub(client, 1, 1) == '+'
+if named then
+  client = string.sub(client, 2)
+end
 local function enlist(v, pttl)
   if client ~= '' then
     redis.call('ZADD', waiters, string.match(v, '^[^\n]*\n(%d+)') or 0, client)
@@ -34,10 +39,9 @@ local function enlist(v, pttl)
 end
 local r = redis.call('MGET', lock, counter)
 local found = r[1]
--- A client that hears the lock's channel may have been woken by name,
--- leaving others enlisted: its lease is then marked as waited for, so
--- that its release wakes the next.
-local others = client ~= '' and redis.call('EXISTS', waiters) == 1
+-- A client woken by name may leave others enlisted: its lease is then
+-- marked as waited for, so that its release wakes the next.
+local others = named and redis.call('EXISTS', waiters) == 1
 if found and is_free(found) then
   local token = take_quiet(lock, counter, r, owner, desc, ttl, guard, others)
   if token then
