@@ -64,7 +64,11 @@
 // client that vanished costs the others a wait of at most their safety
 // poll (distlock.WithSafetyPoll) or the holder's TTL. A waiter that takes
 // the lock while others are enlisted marks its lease as waited for, so its
-// release wakes the next. Writers' releases, semaphores and Redlock still
+// release wakes the next. A client that releases the lock, hears its
+// releases, and wakes another client yields to it for 20 ms: its own
+// attempts on the free lock are refused meanwhile (and enlist it), so that
+// a worker that asks again at once does not take the lock back before the
+// woken waiter can ask. Writers' releases, semaphores and Redlock still
 // wake every waiter.
 //
 // # Fair locks

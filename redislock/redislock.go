@@ -345,7 +345,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	k := b.keys.Get(l.Key)
 	b.givebacks.forget(l.Key, l.Owner)
-	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, redisnode.Release)
+	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, b.release)
 	ok, err := release(ctx, b.rdb, k, l.Owner)
 	if err == nil && !ok && l.Kind == driver.Exclusive {
 		err = redisnode.Leave(ctx, b.rdb, k, l.Owner)
@@ -354,6 +354,11 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 		return driver.ErrNotHeld
 	}
 	return misconfigured(err)
+}
+
+// release releases a lock of this client's (see [redisnode.ReleaseAs]).
+func (b *Backend) release(ctx context.Context, rdb redis.Scripter, k redisnode.Keys, owner string) (bool, error) {
+	return redisnode.ReleaseAs(ctx, rdb, k, owner, b.notify.ID())
 }
 
 // Refresh implements driver.Backend: compare-and-extend, in one round trip

@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -160,5 +161,62 @@ func TestVanishedWaiterPassesOn(t *testing.T) {
 				t.Fatalf("the remaining waiter was still asleep %v after the release", time.Since(released))
 			}
 		})
+	}
+}
+
+// TestReleaserYields: a client that releases a lock and wakes another
+// client's waiter by name yields to it, if it hears the lock's releases: asking again at once, it is
+// refused, and the woken waiter gets the lock, rather than lose it to the
+// releaser before it can ask. The yield is short, so a releaser held up
+// past it may still win a round; most rounds must go to the waiter (an
+// even race, without the yield, goes mostly to the releaser).
+func TestReleaserYields(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	ctx := context.Background()
+	hb := newBackend(t, newClient(t, srv.Addr()))
+	holder := distlock.New(hb, distlock.WithTTL(time.Minute))
+	defer holder.Close()
+	const rounds = 5
+	yielded := 0
+	for round := range rounds {
+		key := fmt.Sprintf("%s-%d", t.Name(), round)
+		// The holder's client hears the lock, as a worker that waited for
+		// it before does: a client that never waited does not yield.
+		probe, err := hb.Watch(ctx, key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer probe.Close()
+		m := holder.Mutex(key)
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, got := startWaiters(t, srv, key, 1, time.Minute)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		again, err := m.TryLock(ctx)
+		if err == nil {
+			if err := again.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if !errors.Is(err, distlock.ErrNotObtained) {
+			t.Fatal(err)
+		}
+		yielded++
+		select {
+		case w := <-got:
+			if err := w.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the woken waiter did not get the lock the releaser yielded")
+		}
+	}
+	if yielded < 3 {
+		t.Errorf("the releasing client yielded to the waiter it woke in %d of %d rounds, want most", yielded, rounds)
 	}
 }

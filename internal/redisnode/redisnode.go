@@ -48,6 +48,7 @@ type Keys struct {
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
 	Waiters string // the clients whose plain waiters a release may wake, one at a time (sorted set)
+	Yield   string // the client that released the lock to another a moment ago, and yields to it
 	// PermitReceipts, ReadReceipts and HoldReceipts name the releases of
 	// permits, of readers and of a re-entrant lease's holds (sorted sets by
 	// expiry), so that the same call sent again after a lost reply knows it
@@ -94,11 +95,11 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.PermitReceipts, k.ReadReceipts = base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
-	k.Waiters = base + waitersSuffix
+	k.Waiters, k.Yield = base+waitersSuffix, base+":yield"
 	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
 		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kWriting: k.Writing,
 		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
-		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts, kWaiters: k.Waiters}
+		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts, kWaiters: k.Waiters, kYield: k.Yield}
 	n := 0
 	for _, s := range scripts {
 		n += len(s.keys)
@@ -235,14 +236,18 @@ var lastTTL atomic.Pointer[boxedMillis]
 // boxOwner returns owner as a command argument, boxed once for the owner
 // last boxed: a holding's release and renewals name the owner its
 // acquisition boxed.
-func boxOwner(owner string) any {
-	if v := lastOwner.Load(); v != nil {
-		if s, _ := v.(string); s == owner {
+func boxOwner(owner string) any { return boxLast(&lastOwner, owner) }
+
+// boxLast returns s as a command argument: the boxed string that last
+// holds, if it is s, else s boxed afresh and kept there.
+func boxLast(last *atomic.Value, s string) any {
+	if v := last.Load(); v != nil {
+		if was, _ := v.(string); was == s {
 			return v
 		}
 	}
-	var v any = owner
-	lastOwner.Store(v)
+	var v any = s
+	last.Store(v)
 	return v
 }
 
@@ -268,10 +273,10 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // grant to it is marked as waited for while others are enlisted.
 func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
-	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, client}
+	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, boxClient(client)}
 	if client == "" {
-		// Enlisting nobody, the attempt leaves off waiters and client.
-		keys, args = keys[:len(keys)-1], args[:len(args)-1]
+		// Enlisting nobody, the attempt leaves off waiters, yield and client.
+		keys, args = keys[:len(keys)-acquireScript.optKeys], args[:len(args)-acquireScript.optArgs]
 	}
 	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, keys, args), k, driver.Exclusive, 0)
 	clear(*buf)
@@ -283,7 +288,7 @@ func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl 
 // [ReadGrant].
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
 	keys := k.list(acquireScript)
-	return acquireScript.EvalSha(ctx, p, keys[:len(keys)-1], owner, ttl.Milliseconds(), desc, k.grant)
+	return acquireScript.EvalSha(ctx, p, keys[:len(keys)-acquireScript.optKeys], owner, ttl.Milliseconds(), desc, k.grant)
 }
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
@@ -507,14 +512,40 @@ func GiveBack(ctx context.Context, c redis.Scripter, k Keys, owner string, token
 	// The lock's value begins "owner LF token LF": naming both as the
 	// owner matches this grant and no later one (see release.lua).
 	named := owner + "\n" + strconv.FormatUint(token, 10)
-	n, err := run(ctx, c, releaseScript, k.of(releaseScript), named, k.channel, call, receiptMillis, wakeArgs[WakeNext], k.grant).Int64()
+	n, err := run(ctx, c, releaseScript, k.of(releaseScript), named, k.channel, call, receiptMillis, wakeArgs[WakeNext], noClient, k.grant).Int64()
 	return n == 1, err
 }
 
 // ReleaseWaking is [Release], waking the waiters as wake says.
 func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
+	return releaseAs(ctx, c, k, owner, wake, noClient)
+}
+
+// ReleaseAs is [Release] by the client whose notifier's id is client
+// ([Notifier.ID]): when the release wakes another client by name, this
+// one yields to it for a moment (see [AcquireAs]) rather than take the
+// lock back before the woken waiter can ask.
+func ReleaseAs(ctx context.Context, c redis.Scripter, k Keys, owner, client string) (bool, error) {
+	return releaseAs(ctx, c, k, owner, WakeNext, boxClient(client))
+}
+
+// boxClient returns client as a command argument, boxed once for the
+// client last boxed: a process has a client or two.
+func boxClient(client string) any {
+	if client == "" {
+		return noClient
+	}
+	return boxLast(&lastClient, client)
+}
+
+var lastClient atomic.Value
+
+// noClient is the client argument of a release that names none.
+var noClient any = ""
+
+func releaseAs(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake, client any) (bool, error) {
 	buf := argvs.Get().(*[]any)
-	n, err := runIn(ctx, c, releaseScript, buf, k.of(releaseScript), []any{boxOwner(owner), k.channel, receiptID, receiptMillis, wakeArgs[wake], k.grant}).Int64()
+	n, err := runIn(ctx, c, releaseScript, buf, k.of(releaseScript), []any{boxOwner(owner), k.channel, receiptID, receiptMillis, wakeArgs[wake], client, k.grant}).Int64()
 	clear(*buf)
 	argvs.Put(buf)
 	return n == 1, err
@@ -688,7 +719,7 @@ var argvs = sync.Pool{New: func() any { return new([]any) }}
 // read the reply: go-redis holds a command's arguments only while it sends
 // it.
 func runIn(ctx context.Context, c redis.Scripter, s *script, buf *[]any, keys, args []any) *redis.Cmd {
-	short := s.optional && len(keys) == len(s.keys)-1 && len(args) == len(s.args)-1
+	short := (s.optKeys > 0 || s.optArgs > 0) && len(keys) == len(s.keys)-s.optKeys && len(args) == len(s.args)-s.optArgs
 	if !short && (len(keys) != len(s.keys) || len(args) != len(s.args)) {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(fmt.Errorf("redisnode: script %s takes %d keys and %d arguments, not %d and %d", s.name, len(s.keys), len(s.args), len(keys), len(args)))

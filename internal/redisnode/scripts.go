@@ -24,18 +24,18 @@ import (
 var (
 	acquireScript = define(spec{
 		name: "acquire", body: acquireSrc, libs: []string{tokenLib, kindLib},
-		keys:     []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}},
-		args:     []string{"owner", "ttl", "desc", "guard", "client"},
-		optional: true,
+		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}, {"yield", kYield}},
+		args:    []string{"owner", "ttl", "desc", "guard", "client"},
+		optKeys: 2, optArgs: 1,
 	})
 	releaseScript = define(spec{
 		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
 		keys: []binding{
 			{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}, {"writing", kWriting},
 			{"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence}, {"marker", kGuard},
-			{"waiters", kWaiters},
+			{"waiters", kWaiters}, {"yield", kYield},
 		},
-		args: []string{"owner", "channel", "call", "receipt_life", "wake", "guard"},
+		args: []string{"owner", "channel", "call", "receipt_life", "wake", "client", "guard"},
 	})
 	// A client named by a release's wake-up that has no waiter left for
 	// the lock passes the wake-up on (see Notifier).
@@ -213,6 +213,7 @@ const (
 	kTokens
 	kPermitReceipts
 	kWaiters
+	kYield
 	numKeys
 )
 
@@ -230,9 +231,10 @@ type spec struct {
 	libs []string  // helpers prepended to it
 	keys []binding // its KEYS, in order
 	args []string  // the Lua names of its ARGV, in order
-	// optional: the last key and the last argument may both be left off
-	// (the Lua names them nil then).
-	optional bool
+	// optKeys and optArgs: the last optKeys keys and the last optArgs
+	// arguments may be left off, all together (the Lua names them nil
+	// then).
+	optKeys, optArgs int
 }
 
 // script is a Lua script with its source and SHA boxed once for the hot

@@ -50,9 +50,7 @@ func TestScriptTable(t *testing.T) {
 		}
 		issues := regexp.MustCompile(`\b(issue|take|take_quiet|grant|mint)\(`).MatchString(s.body)
 		args := s.args
-		if s.optional {
-			args = args[:len(args)-1] // guard is last when the optional one is left off
-		}
+		args = args[:len(args)-s.optArgs] // guard is last when the optional ones are left off
 		if issues && (len(args) == 0 || args[len(args)-1] != "guard") {
 			t.Errorf("%s issues tokens but does not take guard as its last argument", s.name)
 		}

@@ -1,6 +1,7 @@
 -- Take the lock if it is free, or confirm it to the owner that already has it.
 -- Keys: lock, counter (fencing), marker (the restart guard's), waiters
--- (the enlisted clients, see enlist below; left off with client).
+-- (the enlisted clients, see enlist below) and yield (the client that
+-- yields, see release.lua), both left off with client.
 -- Arguments: owner, ttl (ms), desc (the holder's description), guard (the
 -- token grain and the guard's maximum lease, see token.lua), client (the
 -- id of the attempt's client, whose notifier hears the lock's channel,
@@ -9,7 +10,8 @@
 -- which a server takes from a client that has not authenticated, and
 -- answers with its NOAUTH).
 -- The lock's value is: owner LF fence LF since-ms LF description.
--- Returns the fencing token (> 0) when granted, or minus the holder's
+-- Returns minus YIELD (prelude.lua) to the client that yields, having
+-- enlisted it. Otherwise, the fencing token (> 0) when granted, or minus the holder's
 -- remaining TTL in ms when not: at least 1 (a lease in its last
 -- millisecond is a retry soon, not an unknown wait), or 0 for a key
 -- without a TTL (no hint). While the restart guard holds grants back, the
@@ -31,18 +33,29 @@ local named = string.sub(client, 1, 1) == '+'
 if named then
   client = string.sub(client, 2)
 end
-local function enlist(v, pttl)
+local function enlist(score, pttl)
   if client ~= '' then
-    redis.call('ZADD', waiters, string.match(v, '^[^\n]*\n(%d+)') or 0, client)
+    redis.call('ZADD', waiters, score or 0, client)
     redis.call('PEXPIRE', waiters, math.max(pttl, 0) + WAITERS_LIFE)
   end
 end
-local r = redis.call('MGET', lock, counter)
+local r
+if client ~= '' then
+  r = redis.call('MGET', lock, counter, yield)
+else
+  r = redis.call('MGET', lock, counter)
+end
 local found = r[1]
 -- A client woken by name may leave others enlisted: its lease is then
 -- marked as waited for, so that its release wakes the next.
 local others = named and redis.call('EXISTS', waiters) == 1
-if found and is_free(found) then
+if found and is_free(found) and r[3] == client then
+  -- This client released the lock a moment ago and woke another by name:
+  -- it yields to that one, which would otherwise find the lock taken
+  -- back before it can ask.
+  enlist(string.match(found, '\n(%d+)$'), 0)
+  return -YIELD
+elseif found and is_free(found) then
   local token = take_quiet(lock, counter, r, owner, desc, ttl, guard, others)
   if token then
     return token
@@ -50,7 +63,7 @@ if found and is_free(found) then
 elseif found and string.sub(found, -#WAITED) == WAITED and string.sub(found, -#WRITER - #WAITED) ~= WRITER .. WAITED
     and string.sub(found, 1, #owner + 1) ~= owner .. '\n' then
   local pttl = redis.call('PTTL', lock)
-  enlist(found, pttl)
+  enlist(string.match(found, '^[^\n]*\n(%d+)'), pttl)
   if pttl < 0 then
     return 0
   end
@@ -77,5 +90,5 @@ if is_writer(v) then
   return mismatch('rw')
 end
 local reply = refused(lock, v)
-enlist(v, -reply)
+enlist(string.match(v, '^[^\n]*\n(%d+)'), -reply)
 return reply

@@ -15,6 +15,11 @@ local WAITED = '\n~'
 -- description lines are never exactly this.
 local WRITER = '\ndistlock.kind=write'
 
+-- YIELD is how long, in ms, a client that released a lock and woke
+-- another by name yields to it: its attempts on the free lock are refused
+-- meanwhile (see release.lua).
+local YIELD = 20
+
 -- COUNTER_LIFE is how long, in ms, a fencing counter outlives its last
 -- write at least, so that a key nobody uses leaves nothing behind.
 local COUNTER_LIFE = 10000

@@ -10,7 +10,7 @@
 -- writer), holds (a re-entrant lease's), hold_receipts (of its holds'
 -- releases, sorted set: owner LF call id -> expiry ms), counter
 -- (fencing), marker (the restart guard's), waiters (the clients enlisted
--- by refused attempts, see acquire.lua).
+-- by refused attempts, see acquire.lua), yield (see wake_one).
 -- Arguments: owner, channel (to publish on), call (the call's id),
 -- receipt_life (how long the receipt lasts, ms), wake (what the wake-up
 -- says): '' the
@@ -19,8 +19,8 @@
 -- once; '-' nothing is published (a failed attempt giving back its
 -- minority, which wakes nobody's chance), unless the lease refused an
 -- attempt: then as 't'. A lease nobody waited for (see WAITED in
--- token.lua) wakes nobody either way; guard (see token.lua), for a grant
--- handed on.
+-- token.lua) wakes nobody either way; client (the releasing client's id,
+-- or '': see wake_one); guard (see token.lua), for a grant handed on.
 -- Returns 1 when released (by this call, or by its first sending when this
 -- is a repeat after a lost reply), 0 when the owner did not hold it.
 --
@@ -94,6 +94,11 @@ local function wake_one(v)
   end
   local first = redis.call('ZPOPMIN', waiters)[1]
   if first then
+    if client ~= '' and first ~= client then
+      -- The releasing client yields to the one woken for YIELD ms
+      -- (see acquire.lua): it would take the lock back first.
+      redis.call('SET', yield, client, 'PX', YIELD)
+    end
     return '>' .. first
   end
   return ''
