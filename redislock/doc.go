@@ -53,6 +53,24 @@
 // expiry publishes nothing, so waiters also wake when the holder's TTL, as
 // reported by the failed attempt, runs out.
 //
+// A plain lock's release wakes one client, not every waiter (no herd): a
+// refused attempt of a client whose subscription to the lock is live
+// enlists the client in a sorted set beside the lock (":waiters", same
+// hash slot, scored by the holder's token so the oldest comes first, gone
+// a few seconds after the last lease), and the release takes the client
+// enlisted first out of it and names it in its message; the other clients
+// keep sleeping. A client named with no waiter left (it gave up, or took
+// the lock meanwhile) passes the wake-up on to the next, in one script; a
+// client that vanished costs the others a wait of at most their safety
+// poll (distlock.WithSafetyPoll) or the holder's TTL. A waiter that takes
+// the lock while others are enlisted marks its lease as waited for, so its
+// release wakes the next. A client that releases the lock, hears its
+// releases, and wakes another client yields to it for 20 ms: its own
+// attempts on the free lock are refused meanwhile (and enlist it), so that
+// a worker that asks again at once does not take the lock back before the
+// woken waiter can ask. Writers' releases, semaphores and Redlock still
+// wake every waiter.
+//
 // # Fair locks
 //
 // With distlock.WithFairness, waiters queue in a sorted set beside the lock

@@ -228,7 +228,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			}
 			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, stamp, "")
 		default:
-			token, wait, err = redisnode.Acquire(ctx, b.rdb, k, req.Owner, req.TTL, desc)
+			// Enlisted when refused, if this client hears the lock's
+			// releases: the release then wakes this client alone.
+			token, wait, err = redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, b.notify.Hears(k.Channel))
 		}
 	case driver.Write:
 		token, wait, err = redisnode.AcquireWrite(ctx, b.rdb, k, req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)
@@ -343,7 +345,7 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	k := b.keys.Get(l.Key)
 	b.givebacks.forget(l.Key, l.Owner)
-	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, redisnode.Release)
+	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, b.release)
 	ok, err := release(ctx, b.rdb, k, l.Owner)
 	if err == nil && !ok && l.Kind == driver.Exclusive {
 		err = redisnode.Leave(ctx, b.rdb, k, l.Owner)
@@ -352,6 +354,11 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 		return driver.ErrNotHeld
 	}
 	return misconfigured(err)
+}
+
+// release releases a lock of this client's (see [redisnode.ReleaseAs]).
+func (b *Backend) release(ctx context.Context, rdb redis.Scripter, k redisnode.Keys, owner string) (bool, error) {
+	return redisnode.ReleaseAs(ctx, rdb, k, owner, b.notify.ID())
 }
 
 // Refresh implements driver.Backend: compare-and-extend, in one round trip

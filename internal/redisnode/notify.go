@@ -2,6 +2,8 @@ package redisnode
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,8 +33,19 @@ var ErrClosed = errors.New("redisnode: notifier closed")
 // the mark before an attempt learns from [Notifier.WatchSince] whether a
 // release may have gone past before its watch was in place, and tries
 // again only then.
+//
+// A plain lock's release wakes one client, not every waiter: the one that
+// a refused attempt enlisted first (see [AcquireAs] and [Notifier.ID]).
+// Its message, '>' and the client's id, fires that client's watches of the
+// channel that name no owner, and moves the channel's mark there alone;
+// other clients' notifiers let it pass. A client named with no such watch
+// left (its waiter gave up, or took the lock) passes the wake-up on to the
+// client enlisted next, so that one waiter gone does not leave the others
+// asleep.
 type Notifier struct {
 	rdb     redis.UniversalClient
+	id      string        // names this client in the lock's waiters (see ID)
+	named   string        // "+" and id (see Hears)
 	timeout time.Duration // bounds the subscription's confirmation
 
 	mu      sync.Mutex
@@ -53,6 +66,7 @@ type channel struct {
 	watchers  map[*Watch]struct{}
 	confirmed bool
 	mark      uint64    // moves on every message and break; 0 until confirmed
+	named     bool      // a release named this client since its last attempt (see Hears)
 	idleSince time.Time // when the last watcher left; zero while watched
 }
 
@@ -67,8 +81,12 @@ const (
 
 // NewNotifier returns a notifier on rdb. It connects on the first Watch.
 func NewNotifier(rdb redis.UniversalClient, confirmTimeout time.Duration) *Notifier {
+	var id [9]byte
+	_, _ = rand.Read(id[:])
 	return &Notifier{
 		rdb:     rdb,
+		id:      base64.RawURLEncoding.EncodeToString(id[:]),
+		named:   "+" + base64.RawURLEncoding.EncodeToString(id[:]),
 		timeout: confirmTimeout,
 		chans:   make(map[string]*channel),
 		pings:   make(map[string]chan struct{}),
@@ -87,6 +105,30 @@ func (n *Notifier) Watch(ctx context.Context, ch string) (*Watch, error) {
 func (n *Notifier) WatchFor(ctx context.Context, ch, owner string) (*Watch, error) {
 	w, _, err := n.watch(ctx, &Watch{n: n, ch: ch, owner: owner, c: make(chan struct{}, 1)}, 0)
 	return w, err
+}
+
+// ID returns the id by which a refused attempt enlists this client (see
+// [AcquireAs]), for a lock whose channel it hears.
+func (n *Notifier) ID() string { return n.id }
+
+// Hears returns what an attempt on the lock of channel ch says of this
+// client (see [AcquireAs]): "" when ch is not subscribed and live (a
+// release would not reach it: the attempt enlists nobody); its id, to be
+// enlisted if refused; or "+" and its id when a release has named this
+// client since its last attempt: others may still be enlisted, and the
+// lease the attempt gets must wake them.
+func (n *Notifier) Hears(ch string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.chans[ch]
+	if st == nil || !st.confirmed || n.broken || n.closed {
+		return ""
+	}
+	if st.named {
+		st.named = false
+		return n.named
+	}
+	return n.id
 }
 
 // Mark returns what ch has heard so far, for [Notifier.WatchSince]: a value
@@ -248,7 +290,9 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 		switch m := msg.(type) {
 		case *redis.Message:
 			if st := n.chans[m.Channel]; st != nil {
-				n.wake(st, m.Payload)
+				if !n.wake(st, m.Payload) {
+					go n.pass(m.Channel)
+				}
 			}
 		case *redis.Pong:
 			if c := n.pings[m.Payload]; c != nil {
@@ -263,18 +307,36 @@ func (n *Notifier) loop(ctx context.Context, ps *redis.PubSub, done chan struct{
 // wake fires the watches of st a message with payload is for: all of them
 // when it names nobody, else the one waiter it names and the unfair
 // watchers. A message that hands the lock over to a fair waiter ('='
-// owner LF grant) leaves the grant for [Notifier.TakeGrant]. It moves the
-// channel's mark, whoever the message is for. n.mu is held.
-func (n *Notifier) wake(st *channel, payload string) {
-	st.mark = n.nextMark()
+// owner LF grant) leaves the grant for [Notifier.TakeGrant]. A message
+// that names a client ('>' id) is for this client's unfair watchers alone,
+// and is ignored unless it names this one. It moves the channel's mark,
+// whoever the message is for, unless it names another client (which
+// leaves this one enlisted). It reports false when the message named this
+// client and no watch was there to fire: the wake-up must be passed on.
+// n.mu is held.
+func (n *Notifier) wake(st *channel, payload string) bool {
 	target, grant := payload, ""
-	if strings.HasPrefix(payload, "=") {
+	client := false
+	switch {
+	case strings.HasPrefix(payload, ">"):
+		if payload[1:] != n.id {
+			return true
+		}
+		client = true
+		st.named = true
+	case strings.HasPrefix(payload, "="):
 		target, grant, _ = strings.Cut(payload[1:], "\n")
 	}
+	st.mark = n.nextMark()
+	fired := false
 	for w := range st.watchers {
-		if target != "" && w.owner != "" && w.owner != target {
+		if client && w.owner != "" {
 			continue
 		}
+		if !client && target != "" && w.owner != "" && w.owner != target {
+			continue
+		}
+		fired = true
 		if grant != "" && w.owner == target {
 			n.grants[target] = grant
 		}
@@ -287,6 +349,19 @@ func (n *Notifier) wake(st *channel, payload string) {
 		default: // a wake-up is already pending
 		}
 	}
+	return fired || !client
+}
+
+// pass passes on a wake-up that named this client when no watch of ch
+// was there to take it (see pass.lua).
+func (n *Notifier) pass(ch string) {
+	base, ok := strings.CutSuffix(ch, channelSuffix)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
+	defer cancel()
+	_ = run(ctx, n.rdb, passScript, []any{base, base + waitersSuffix}, ch, n.id).Err() // best effort: the waiters' own polls are the fallback
 }
 
 // Close ends the subscription connection. Watches stop receiving.

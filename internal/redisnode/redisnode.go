@@ -47,6 +47,8 @@ type Keys struct {
 	RTokens string // their fencing tokens (hash)
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
+	Waiters string // the clients whose plain waiters a release may wake, one at a time (sorted set)
+	Yield   string // the client that released the lock to another a moment ago, and yields to it
 	// PermitReceipts, ReadReceipts and HoldReceipts name the releases of
 	// permits, of readers and of a re-entrant lease's holds (sorted sets by
 	// expiry), so that the same call sent again after a lost reply knows it
@@ -87,16 +89,17 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	} else {
 		base = prefix + "{" + name + "}"
 	}
-	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + ":released", Queue: base + ":queue", Places: base + ":places"}
+	k := Keys{Name: name, Lock: base, Fence: base + ":fence", Channel: base + channelSuffix, Queue: base + ":queue", Places: base + ":places"}
 	k.Guard = markerName(prefix, k.Lock, g.Cluster)
 	k.Readers, k.RTokens, k.Writing = base+":readers", base+":rtokens", base+":writing"
 	k.PermitReceipts, k.ReadReceipts = base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
+	k.Waiters, k.Yield = base+waitersSuffix, base+":yield"
 	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
 		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kWriting: k.Writing,
 		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
-		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts}
+		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts, kWaiters: k.Waiters, kYield: k.Yield}
 	n := 0
 	for _, s := range scripts {
 		n += len(s.keys)
@@ -114,6 +117,12 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.grant = grant
 	return k
 }
+
+// The suffixes of a lock's channel and waiters, after its key.
+const (
+	channelSuffix = ":released"
+	waitersSuffix = ":waiters"
+)
 
 // KeyCache remembers the Keys of recently used names, so that the hot path
 // does not build and box the same strings on every call.
@@ -227,14 +236,18 @@ var lastTTL atomic.Pointer[boxedMillis]
 // boxOwner returns owner as a command argument, boxed once for the owner
 // last boxed: a holding's release and renewals name the owner its
 // acquisition boxed.
-func boxOwner(owner string) any {
-	if v := lastOwner.Load(); v != nil {
-		if s, _ := v.(string); s == owner {
+func boxOwner(owner string) any { return boxLast(&lastOwner, owner) }
+
+// boxLast returns s as a command argument: the boxed string that last
+// holds, if it is s, else s boxed afresh and kept there.
+func boxLast(last *atomic.Value, s string) any {
+	if v := last.Load(); v != nil {
+		if was, _ := v.(string); was == s {
 			return v
 		}
 	}
-	var v any = owner
-	lastOwner.Store(v)
+	var v any = s
+	last.Store(v)
 	return v
 }
 
@@ -248,8 +261,24 @@ func clean(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 // Acquire runs the acquire script. It returns the fencing token when
 // granted, or 0 and the holder's remaining TTL when not.
 func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
+	return AcquireAs(ctx, c, k, owner, ttl, desc, "")
+}
+
+// AcquireAs is [Acquire] for a client whose notifier is subscribed to the
+// lock's channel: a refused attempt enlists client (its [Notifier.ID]) as
+// waiting, so that a release wakes that client alone, not every waiter.
+// client "" enlists nobody; the release of a lease that refused such an
+// attempt, and finds nobody enlisted, wakes every waiter. A client given
+// as "+" and its id was named by a release since its last attempt: a
+// grant to it is marked as waited for while others are enlisted.
+func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
-	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant}), k, driver.Exclusive, 0)
+	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, boxClient(client)}
+	if client == "" {
+		// Enlisting nobody, the attempt leaves off waiters, yield and client.
+		keys, args = keys[:len(keys)-acquireScript.optKeys], args[:len(args)-acquireScript.optArgs]
+	}
+	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, keys, args), k, driver.Exclusive, 0)
 	clear(*buf)
 	argvs.Put(buf)
 	return token, holderTTL, err
@@ -258,7 +287,8 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // AcquireCmd queues the acquire script on a pipeline; read it with
 // [ReadGrant].
 func AcquireCmd(ctx context.Context, p redis.Pipeliner, k Keys, owner string, ttl time.Duration, desc string) *redis.Cmd {
-	return acquireScript.EvalSha(ctx, p, k.list(acquireScript), owner, ttl.Milliseconds(), desc, k.grant)
+	keys := k.list(acquireScript)
+	return acquireScript.EvalSha(ctx, p, keys[:len(keys)-acquireScript.optKeys], owner, ttl.Milliseconds(), desc, k.grant)
 }
 
 // AcquireFair runs the fair acquire script: granted only if no live waiter
@@ -482,14 +512,40 @@ func GiveBack(ctx context.Context, c redis.Scripter, k Keys, owner string, token
 	// The lock's value begins "owner LF token LF": naming both as the
 	// owner matches this grant and no later one (see release.lua).
 	named := owner + "\n" + strconv.FormatUint(token, 10)
-	n, err := run(ctx, c, releaseScript, k.of(releaseScript), named, k.channel, call, receiptMillis, wakeArgs[WakeNext], k.grant).Int64()
+	n, err := run(ctx, c, releaseScript, k.of(releaseScript), named, k.channel, call, receiptMillis, wakeArgs[WakeNext], noClient, k.grant).Int64()
 	return n == 1, err
 }
 
 // ReleaseWaking is [Release], waking the waiters as wake says.
 func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake) (bool, error) {
+	return releaseAs(ctx, c, k, owner, wake, noClient)
+}
+
+// ReleaseAs is [Release] by the client whose notifier's id is client
+// ([Notifier.ID]): when the release wakes another client by name, this
+// one yields to it for a moment (see [AcquireAs]) rather than take the
+// lock back before the woken waiter can ask.
+func ReleaseAs(ctx context.Context, c redis.Scripter, k Keys, owner, client string) (bool, error) {
+	return releaseAs(ctx, c, k, owner, WakeNext, boxClient(client))
+}
+
+// boxClient returns client as a command argument, boxed once for the
+// client last boxed: a process has a client or two.
+func boxClient(client string) any {
+	if client == "" {
+		return noClient
+	}
+	return boxLast(&lastClient, client)
+}
+
+var lastClient atomic.Value
+
+// noClient is the client argument of a release that names none.
+var noClient any = ""
+
+func releaseAs(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake, client any) (bool, error) {
 	buf := argvs.Get().(*[]any)
-	n, err := runIn(ctx, c, releaseScript, buf, k.of(releaseScript), []any{boxOwner(owner), k.channel, receiptID, receiptMillis, wakeArgs[wake], k.grant}).Int64()
+	n, err := runIn(ctx, c, releaseScript, buf, k.of(releaseScript), []any{boxOwner(owner), k.channel, receiptID, receiptMillis, wakeArgs[wake], client, k.grant}).Int64()
 	clear(*buf)
 	argvs.Put(buf)
 	return n == 1, err
@@ -663,7 +719,8 @@ var argvs = sync.Pool{New: func() any { return new([]any) }}
 // read the reply: go-redis holds a command's arguments only while it sends
 // it.
 func runIn(ctx context.Context, c redis.Scripter, s *script, buf *[]any, keys, args []any) *redis.Cmd {
-	if len(keys) != len(s.keys) || len(args) != len(s.args) {
+	short := (s.optKeys > 0 || s.optArgs > 0) && len(keys) == len(s.keys)-s.optKeys && len(args) == len(s.args)-s.optArgs
+	if !short && (len(keys) != len(s.keys) || len(args) != len(s.args)) {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(fmt.Errorf("redisnode: script %s takes %d keys and %d arguments, not %d and %d", s.name, len(s.keys), len(s.args), len(keys), len(args)))
 		return cmd

@@ -24,16 +24,25 @@ import (
 var (
 	acquireScript = define(spec{
 		name: "acquire", body: acquireSrc, libs: []string{tokenLib, kindLib},
-		keys: []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}},
-		args: []string{"owner", "ttl", "desc", "guard"},
+		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}, {"yield", kYield}},
+		args:    []string{"owner", "ttl", "desc", "guard", "client"},
+		optKeys: 2, optArgs: 1,
 	})
 	releaseScript = define(spec{
 		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
 		keys: []binding{
 			{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}, {"writing", kWriting},
 			{"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence}, {"marker", kGuard},
+			{"waiters", kWaiters}, {"yield", kYield},
 		},
-		args: []string{"owner", "channel", "call", "receipt_life", "wake", "guard"},
+		args: []string{"owner", "channel", "call", "receipt_life", "wake", "client", "guard"},
+	})
+	// A client named by a release's wake-up that has no waiter left for
+	// the lock passes the wake-up on (see Notifier).
+	passScript = define(spec{
+		name: "pass", body: passSrc, libs: []string{tokenLib},
+		keys: []binding{{"lock", kLock}, {"waiters", kWaiters}},
+		args: []string{"channel", "client"},
 	})
 	refreshScript = define(spec{
 		name: "refresh", body: refreshSrc,
@@ -135,6 +144,8 @@ var (
 	acquireSrc string
 	//go:embed lua/release.lua
 	releaseSrc string
+	//go:embed lua/pass.lua
+	passSrc string
 	//go:embed lua/refresh.lua
 	refreshSrc string
 	//go:embed lua/inspect.lua
@@ -201,6 +212,8 @@ const (
 	kPermits
 	kTokens
 	kPermitReceipts
+	kWaiters
+	kYield
 	numKeys
 )
 
@@ -218,6 +231,10 @@ type spec struct {
 	libs []string  // helpers prepended to it
 	keys []binding // its KEYS, in order
 	args []string  // the Lua names of its ARGV, in order
+	// optKeys and optArgs: the last optKeys keys and the last optArgs
+	// arguments may be left off, all together (the Lua names them nil
+	// then).
+	optKeys, optArgs int
 }
 
 // script is a Lua script with its source and SHA boxed once for the hot

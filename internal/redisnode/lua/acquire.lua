@@ -1,9 +1,17 @@
 -- Take the lock if it is free, or confirm it to the owner that already has it.
--- Keys: lock, counter (fencing), marker (the restart guard's).
+-- Keys: lock, counter (fencing), marker (the restart guard's), waiters
+-- (the enlisted clients, see enlist below) and yield (the client that
+-- yields, see release.lua), both left off with client.
 -- Arguments: owner, ttl (ms), desc (the holder's description), guard (the
--- token grain and the guard's maximum lease, see token.lua).
+-- token grain and the guard's maximum lease, see token.lua), client (the
+-- id of the attempt's client, whose notifier hears the lock's channel,
+-- after a '+' when a release named it since its last attempt; '' or left
+-- off: enlist nobody. Left off, the command has at most 10 parts,
+-- which a server takes from a client that has not authenticated, and
+-- answers with its NOAUTH).
 -- The lock's value is: owner LF fence LF since-ms LF description.
--- Returns the fencing token (> 0) when granted, or minus the holder's
+-- Returns minus YIELD (prelude.lua) to the client that yields, having
+-- enlisted it. Otherwise, the fencing token (> 0) when granted, or minus the holder's
 -- remaining TTL in ms when not: at least 1 (a lease in its last
 -- millisecond is a retry soon, not an unknown wait), or 0 for a key
 -- without a TTL (no hint). While the restart guard holds grants back, the
@@ -14,16 +22,48 @@
 -- The fast paths, before the helpers are built: a free lock whose records
 -- are quiet (see take_quiet in prelude.lua); a lease of another owner,
 -- no writer's, marked as waited for already (as refused does below).
-local r = redis.call('MGET', lock, counter)
+--
+-- A refused attempt of a client enlists it in waiters, scored by the
+-- holder's token, so the oldest enlisted first: the release of the lease
+-- wakes that one client, not every waiter (see release.lua). The set
+-- lasts as long as the lease, and WAITERS_LIFE more.
+local WAITERS_LIFE = 10000
+client = client or ''
+local named = string.sub(client, 1, 1) == '+'
+if named then
+  client = string.sub(client, 2)
+end
+local function enlist(score, pttl)
+  if client ~= '' then
+    redis.call('ZADD', waiters, score or 0, client)
+    redis.call('PEXPIRE', waiters, math.max(pttl, 0) + WAITERS_LIFE)
+  end
+end
+local r
+if client ~= '' then
+  r = redis.call('MGET', lock, counter, yield)
+else
+  r = redis.call('MGET', lock, counter)
+end
 local found = r[1]
-if found and is_free(found) then
-  local token = take_quiet(lock, counter, r, owner, desc, ttl, guard)
+-- A client woken by name may leave others enlisted: its lease is then
+-- marked as waited for, so that its release wakes the next.
+local others = named and redis.call('EXISTS', waiters) == 1
+if found and is_free(found) and r[3] == client then
+  -- This client released the lock a moment ago and woke another by name:
+  -- it yields to that one, which would otherwise find the lock taken
+  -- back before it can ask.
+  enlist(string.match(found, '\n(%d+)$'), 0)
+  return -YIELD
+elseif found and is_free(found) then
+  local token = take_quiet(lock, counter, r, owner, desc, ttl, guard, others)
   if token then
     return token
   end
 elseif found and string.sub(found, -#WAITED) == WAITED and string.sub(found, -#WRITER - #WAITED) ~= WRITER .. WAITED
     and string.sub(found, 1, #owner + 1) ~= owner .. '\n' then
   local pttl = redis.call('PTTL', lock)
+  enlist(string.match(found, '^[^\n]*\n(%d+)'), pttl)
   if pttl < 0 then
     return 0
   end
@@ -38,7 +78,7 @@ if not v then
       return other
     end
   end
-  return take(lock, counter, marker, owner, desc, ttl, guard, last, free)
+  return take(lock, counter, marker, owner, desc, ttl, guard, last, free, others)
 end
 local prefix = owner .. '\n'
 if string.sub(v, 1, #prefix) == prefix then
@@ -49,4 +89,6 @@ end
 if is_writer(v) then
   return mismatch('rw')
 end
-return refused(lock, v)
+local reply = refused(lock, v)
+enlist(string.match(v, '^[^\n]*\n(%d+)'), -reply)
+return reply

@@ -15,6 +15,11 @@ local WAITED = '\n~'
 -- description lines are never exactly this.
 local WRITER = '\ndistlock.kind=write'
 
+-- YIELD is how long, in ms, a client that released a lock and woke
+-- another by name yields to it: its attempts on the free lock are refused
+-- meanwhile (see release.lua).
+local YIELD = 20
+
 -- COUNTER_LIFE is how long, in ms, a fencing counter outlives its last
 -- write at least, so that a key nobody uses leaves nothing behind.
 local COUNTER_LIFE = 10000
@@ -83,9 +88,10 @@ end
 -- MGET lock, counter, the lock key holding a free record) show it quiet:
 -- the counter is not above the free record's token, so no reader or
 -- permit can have been granted since that lease ended and the free record
--- keeps the highest token (see records in token.lua). It returns the
+-- keeps the highest token (see records in token.lua); the lease is
+-- marked as waited for when others wait (others). It returns the
 -- token, or nil, having changed nothing, when the records are not quiet.
-local function take_quiet(lock, counter, r, holder, desc, ttl, guard)
+local function take_quiet(lock, counter, r, holder, desc, ttl, guard, others)
   local last = tonumber(string.match(r[1], '\n(%d+)$'))
   if not last or (r[2] and tonumber(r[2]) > last) then
     return nil
@@ -94,6 +100,10 @@ local function take_quiet(lock, counter, r, holder, desc, ttl, guard)
   local t = redis.call('TIME')
   local us = t[1] * 1000000 + t[2]
   local token, text = mint(counter, us, grain, last, true)
-  redis.call('SET', lock, holder .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. carry(r[1]) .. '\n' .. desc, 'PX', ttl)
+  local v = holder .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. carry(r[1]) .. '\n' .. desc
+  if others then
+    v = v .. WAITED
+  end
+  redis.call('SET', lock, v, 'PX', ttl)
   return token
 end

@@ -1,14 +1,16 @@
 -- Free the lock if, and only if, the owner holds it, and wake the waiters:
 -- the lock goes straight to the oldest live fair waiter, if its client
 -- takes grants by message, or the message names that waiter, whose turn it
--- is, or nobody (every waiter may try). A writer of a read-write lock that
+-- is; else it names the client enlisted first (see wake_one), or nobody
+-- (every waiter may try). A writer of a read-write lock that
 -- gave up waiting withdraws its claim on the readers. A hold of a
 -- re-entrant lease (see acquire_reentrant.lua) ends; the lease ends with
 -- its last hold.
 -- Keys: lock, queue and places (the fair line), writing (the waiting
 -- writer), holds (a re-entrant lease's), hold_receipts (of its holds'
 -- releases, sorted set: owner LF call id -> expiry ms), counter
--- (fencing), marker (the restart guard's).
+-- (fencing), marker (the restart guard's), waiters (the clients enlisted
+-- by refused attempts, see acquire.lua), yield (see wake_one).
 -- Arguments: owner, channel (to publish on), call (the call's id),
 -- receipt_life (how long the receipt lasts, ms), wake (what the wake-up
 -- says): '' the
@@ -17,8 +19,8 @@
 -- once; '-' nothing is published (a failed attempt giving back its
 -- minority, which wakes nobody's chance), unless the lease refused an
 -- attempt: then as 't'. A lease nobody waited for (see WAITED in
--- token.lua) wakes nobody either way; guard (see token.lua), for a grant
--- handed on.
+-- token.lua) wakes nobody either way; client (the releasing client's id,
+-- or '': see wake_one); guard (see token.lua), for a grant handed on.
 -- Returns 1 when released (by this call, or by its first sending when this
 -- is a repeat after a lost reply), 0 when the owner did not hold it.
 --
@@ -80,6 +82,28 @@ local function given_back(call)
   return false
 end
 
+-- wake_one returns the wake-up of a plain lock's release, whose lease
+-- was v: '>' and the id of the client enlisted first (see acquire.lua),
+-- taken out of waiters, so that the next release wakes the next; its
+-- notifier wakes its own waiters alone, or passes the wake-up on (see
+-- pass.lua). '' (every waiter) when none is enlisted, or for a writer,
+-- whose release may let in every reader.
+local function wake_one(v)
+  if is_writer(v) then
+    return ''
+  end
+  local first = redis.call('ZPOPMIN', waiters)[1]
+  if first then
+    if client ~= '' and first ~= client then
+      -- The releasing client yields to the one woken for YIELD ms
+      -- (see acquire.lua): it would take the lock back first.
+      redis.call('SET', yield, client, 'PX', YIELD)
+    end
+    return '>' .. first
+  end
+  return ''
+end
+
 call = prefix .. call
 local last = v and string.sub(v, 1, #prefix) == prefix
 -- A give-back names its grant as owner LF token (see GiveBack); for a hold
@@ -137,7 +161,7 @@ if last then
     local head, rec, us, now = live_head(queue, places)
     if not (head and hand_over(head, rec, us, now, v)) then
       redis.call('SET', lock, freed, 'PX', COUNTER_LIFE)
-      redis.call('PUBLISH', channel, head or '')
+      redis.call('PUBLISH', channel, head or wake_one(v))
     end
   end
   return 1

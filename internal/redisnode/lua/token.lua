@@ -175,15 +175,15 @@ end
 
 -- take writes a new lease on lock, free (its free record free, or nil),
 -- for head (an owner, or a re-entrant lease's mark) with the description
--- desc and a TTL of ttl ms, and returns its token, the next after last
+-- desc and a TTL of ttl ms, marked as waited for when others wait, and returns its token, the next after last
 -- (see issue); or, while the restart guard (marker) holds grants back,
 -- its refusal (see guard_refusal).
-local function take(lock, counter, marker, head, desc, ttl, guard, last, free)
+local function take(lock, counter, marker, head, desc, ttl, guard, last, free, others)
   local us, since = clock()
   local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return guard_refusal(text)
   end
-  redis.call('SET', lock, lease(head, text, since .. carry(free), desc), 'PX', ttl)
+  redis.call('SET', lock, lease(head, text, since .. carry(free), desc, others), 'PX', ttl)
   return fence
 end
