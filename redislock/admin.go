@@ -8,6 +8,42 @@ import (
 	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
+// Inspect implements driver.Backend: a mutex or writer in one round trip,
+// readers and permits in a second, and one or two more for the warnings
+// (see the package documentation).
+func (b *Backend) Inspect(ctx context.Context, key string) (driver.Info, error) {
+	if err := b.check(key); err != nil {
+		return driver.Info{}, err
+	}
+	k := b.keys.Get(key)
+	st, err := redisnode.Inspect(ctx, b.rdb, k)
+	if err != nil {
+		return driver.Info{}, err
+	}
+	info := driver.Info{Held: st.Held, Token: st.Token, TTL: st.TTL, Meta: st.Meta}
+	if st.Held {
+		info.Holds = st.Holds
+		if st.Writer {
+			info.Kind = driver.Write
+		}
+	} else {
+		readers, permits, err := redisnode.InspectLeases(ctx, b.rdb, k)
+		if err != nil {
+			return driver.Info{}, err
+		}
+		for kind, ls := range map[driver.Kind]redisnode.Leases{driver.Read: readers, driver.Permit: permits} {
+			if ls.Count > 0 {
+				info = driver.Info{Held: true, Kind: kind, Token: ls.Newest, TTL: ls.TTL, Holds: ls.Count}
+				if kind == driver.Permit {
+					info.Limit = ls.Limit
+				}
+			}
+		}
+	}
+	info.Warnings = b.warnings(ctx, k)
+	return info, nil
+}
+
 // List implements driver.Backend by scanning the keys under the backend's
 // prefix (every master's, on a Cluster) and inspecting each lock found.
 func (b *Backend) List(ctx context.Context, prefix string) ([]driver.KeyInfo, error) {
