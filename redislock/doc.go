@@ -62,9 +62,9 @@
 // keep sleeping. A client named with no waiter left (it gave up, or took
 // the lock meanwhile) passes the wake-up on to the next, in one script; a
 // client that vanished costs the others a wait of at most their safety
-// poll (distlock.WithSafetyPoll) or the holder's TTL. A waiter that takes
-// the lock while others are enlisted marks its lease as waited for, so its
-// release wakes the next. A client that releases the lock, hears its
+// poll (distlock.WithSafetyPoll) or the holder's TTL. A waiter woken by
+// name marks the lease it takes as waited for, so its release wakes the
+// next (in a handoff the releaser has enlisted itself by then). A client that releases the lock, hears its
 // releases, and wakes another client yields to it for 20 ms: its own
 // attempts on the free lock are refused meanwhile (and enlist it), so that
 // a worker that asks again at once does not take the lock back before the

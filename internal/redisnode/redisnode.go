@@ -270,7 +270,7 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // client "" enlists nobody; the release of a lease that refused such an
 // attempt, and finds nobody enlisted, wakes every waiter. A client given
 // as "+" and its id was named by a release since its last attempt: a
-// grant to it is marked as waited for while others are enlisted.
+// grant to it is marked as waited for.
 func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
 	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, boxClient(client)}

@@ -46,9 +46,11 @@ else
   r = redis.call('MGET', lock, counter)
 end
 local found = r[1]
--- A client woken by name may leave others enlisted: its lease is then
--- marked as waited for, so that its release wakes the next.
-local others = named and redis.call('EXISTS', waiters) == 1
+-- A client woken by name marks its lease as waited for, so that its
+-- release wakes the next: in a handoff others are enlisted by then (the
+-- releaser itself, yielding), and looking would cost a command every
+-- time to save a wake-up nobody hears now and then.
+local others = named
 if found and is_free(found) and r[3] == client then
   -- This client released the lock a moment ago and woke another by name:
   -- it yields to that one, which would otherwise find the lock taken

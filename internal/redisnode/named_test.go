@@ -1,0 +1,69 @@
+package redisnode_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
+)
+
+// serverCommands returns the commands the server ran, a script's own
+// included, leaving out INFO (which reads the count).
+func serverCommands(t *testing.T, srv *testserver.Redis) int {
+	t.Helper()
+	out, err := srv.Do(t, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		name, stats, _ := strings.Cut(rest, ":calls=")
+		if !ok || name == "info" {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.SplitN(stats, ",", 2)[0])
+		total += n
+	}
+	return total
+}
+
+// TestNamedGrantMarksWaited: the grant to a client that a release named
+// is marked as waited for without looking for others enlisted (in a
+// handoff the releaser has enlisted itself by then): it runs one script of
+// four commands (the MGET of the lock's records, the clock, the lease and
+// the script), and its release wakes the waiters, though nobody is
+// enlisted.
+func TestNamedGrantMarksWaited(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx := context.Background()
+	k := redisnode.KeysFor("named:", t.Name())
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
+		t.Fatalf("holder: token %d, %v", tok, err)
+	}
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
+		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
+	}
+	if ok, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	before := serverCommands(t, srv)
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "+w"); err != nil || tok == 0 {
+		t.Fatalf("named waiter: token %d, %v", tok, err)
+	}
+	if n := serverCommands(t, srv) - before; n != 4 {
+		t.Errorf("the grant to the named waiter ran %d commands, want 4", n)
+	}
+	v, err := rdb.Get(ctx, k.Lock).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(v, "\n~") {
+		t.Errorf("the named waiter's lease %q is not marked as waited for", v)
+	}
+}
