@@ -223,9 +223,7 @@ func (b *Backend) prepareStatements() {
 		// The notice names one listener of the key's waiters (see
 		// marks.go).
 		b.release = prepare(b.d, b.table, b.d.releaseOne(releaseStmt+` AND queued = 0`, ended))
-		b.release.counts = true
 		b.passOn = prepare(b.d, b.table, b.d.passOn)
-		b.passOn.counts = true
 	} else {
 		b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
 	}
