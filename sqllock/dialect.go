@@ -274,7 +274,8 @@ const (
 type acquireReply int
 
 const (
-	// replyRow: one row (granted, token, left, kind); refused or granted.
+	// replyRow: one row (token, left, kind), granted or refused: a
+	// granted token, never 0 (sequences start at 1), or 0 for a refusal.
 	replyRow acquireReply = iota
 	// replyInsertID: the token as LAST_INSERT_ID, 0 when refused; a
 	// refusal reads the row with a second statement.

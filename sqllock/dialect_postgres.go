@@ -87,9 +87,9 @@ var postgresDialect = &dialect{
 	RETURNING t.token`, ` AND NOT `+kept+`
 	RETURNING t.token`, 1)
 		return `WITH up AS (` + upsert + `)
-SELECT true, token, 0::BIGINT, 0 FROM up
+SELECT token, 0::BIGINT, 0 FROM up
 UNION ALL
-SELECT false, 0::BIGINT, CASE WHEN ` + kept + ` THEN t.expires_us + ` + turnFor + ` - {now} ELSE t.expires_us - {now} END, kind
+SELECT 0::BIGINT, CASE WHEN ` + kept + ` THEN t.expires_us + ` + turnFor + ` - {now} ELSE t.expires_us - {now} END, kind
 FROM {table} t WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`
 	},
 	acquireReply: replyRow,
