@@ -200,17 +200,17 @@ type dialect struct {
 	// notice wraps update, an UPDATE or DELETE of holdings of the key $1,
 	// into a statement that notifies the key's waiters when it commits if
 	// a row it changed has ended (the expression ended, on the row as
-	// changed, says), and selects (count, notified); nil on dialects
-	// without notifications.
+	// changed, says), and reports the rows it changed as update does; nil
+	// on dialects without notifications.
 	notice func(update, ended string) string
 	// releaseOne wraps update, a mutex's release of the key $1 by the
 	// owner $3 (between commas), into a statement that notifies, when it
 	// commits, one listener of the key's waiters if the release ended the
-	// lease (ended) and selects (count, notified), as notice does; nil
+	// lease (ended) and reports the rows it changed, as notice does; nil
 	// where the dialect notifies all or none (see marks.go).
 	releaseOne func(update, ended string) string
 	// passOn notifies the next listener of the key $1's waiters if the
-	// key is free, and selects (count, notified): a listener named by a
+	// key is free: a listener named by a
 	// release that had no waiter left for the key passes the turn on.
 	passOn string
 	// handOver is a fair release of the key $1 by its only holder $2 ($3
@@ -274,7 +274,8 @@ const (
 type acquireReply int
 
 const (
-	// replyRow: one row (granted, token, left, kind); refused or granted.
+	// replyRow: one row (token, left, kind), granted or refused: a
+	// granted token, never 0 (sequences start at 1), or 0 for a refusal.
 	replyRow acquireReply = iota
 	// replyInsertID: the token as LAST_INSERT_ID, 0 when refused; a
 	// refusal reads the row with a second statement.
@@ -309,9 +310,8 @@ func (d *dialect) schema(table string) []string {
 // order. The markers cannot occur in a valid table name, and the names go
 // in last, so no rewrite touches them.
 type stmt struct {
-	query  string
-	order  []int // MySQL: the argument index of each ?
-	counts bool  // it selects (count, notified) instead of reporting the rows it changed
+	query string
+	order []int // MySQL: the argument index of each ?
 }
 
 var placeholder = regexp.MustCompile(`\$[1-9]`)
@@ -342,9 +342,7 @@ func noticed(d *dialect, table, update, ended string) stmt {
 	if d.notice == nil {
 		return prepare(d, table, update)
 	}
-	s := prepare(d, table, d.notice(update, ended))
-	s.counts = true
-	return s
+	return prepare(d, table, d.notice(update, ended))
 }
 
 // sweepTexts are a dialect's statements that delete the lease rows due

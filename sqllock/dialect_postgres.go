@@ -87,17 +87,19 @@ var postgresDialect = &dialect{
 	RETURNING t.token`, ` AND NOT `+kept+`
 	RETURNING t.token`, 1)
 		return `WITH up AS (` + upsert + `)
-SELECT true, token, 0::BIGINT, 0 FROM up
+SELECT token, 0::BIGINT, 0 FROM up
 UNION ALL
-SELECT false, 0::BIGINT, CASE WHEN ` + kept + ` THEN t.expires_us + ` + turnFor + ` - {now} ELSE t.expires_us - {now} END, kind
+SELECT 0::BIGINT, CASE WHEN ` + kept + ` THEN t.expires_us + ` + turnFor + ` - {now} ELSE t.expires_us - {now} END, kind
 FROM {table} t WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`
 	},
 	acquireReply: replyRow,
 	// The notice goes out when the statement commits; a statement that
-	// ended no holding sends none.
+	// ended no holding sends none. RETURNING runs for each row changed
+	// whether or not the client reads it: the statement stays a plain
+	// UPDATE (or DELETE) whose result counts the rows, with no CTE to plan
+	// and no row to scan.
 	notice: func(update, ended string) string {
-		return `WITH r AS (` + update + ` RETURNING ` + ended + ` AS ended)
-SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', $1)::TEXT END) FROM r`
+		return update + ` RETURNING CASE WHEN ` + ended + ` THEN pg_notify('{channel}', $1)::TEXT END`
 	},
 	// The notice of a hand-over names the waiter, so that only it wakes.
 	turn: `SELECT pg_notify('{channel}', $2 || $1)`,
@@ -143,14 +145,12 @@ SELECT owner, pg_notify('{channel}', ',' || owner || ',' || $1)::TEXT FROM g`,
 		const ends = `owners = $3 AND waiting_us >= {now}`
 		update = strings.Replace(update, `SET `, `SET woken = CASE WHEN `+ends+` THEN split_part(wakers, ',', 1) ELSE '' END,
 		wakers = CASE WHEN `+ends+` THEN substr(wakers, strpos(wakers, ',') + 1) ELSE wakers END, `, 1)
-		return `WITH r AS (` + update + ` RETURNING ` + ended + ` AS ended, woken)
-SELECT count(*), count(CASE WHEN ended THEN pg_notify('{channel}', ` + namedPayload + `)::TEXT END) FROM r`
+		return update + ` RETURNING CASE WHEN ` + ended + ` THEN pg_notify('{channel}', ` + namedPayload + `)::TEXT END`
 	},
 	// A listener named by a release for a key it no longer waits on
 	// passes the turn to the next, if the key is free.
-	passOn: `WITH r AS (UPDATE {table} SET woken = split_part(wakers, ',', 1), wakers = substr(wakers, strpos(wakers, ',') + 1)
-	WHERE name = $1 AND (owners = '' OR expires_us <= {now}) RETURNING woken)
-SELECT count(*), count(pg_notify('{channel}', ` + namedPayload + `)::TEXT) FROM r`,
+	passOn: `UPDATE {table} SET woken = split_part(wakers, ',', 1), wakers = substr(wakers, strpos(wakers, ',') + 1)
+	WHERE name = $1 AND (owners = '' OR expires_us <= {now}) RETURNING pg_notify('{channel}', ` + namedPayload + `)::TEXT`,
 	watched:  `waiting_us >= {now}`,
 	identity: `SELECT current_database() || '|' || COALESCE(host(inet_server_addr()), '') || '|' || COALESCE(inet_server_port(), 0)::TEXT`,
 	listens:  true,

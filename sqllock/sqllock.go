@@ -352,14 +352,8 @@ func (b *Backend) releaseOne(ctx context.Context, l driver.Lease) (string, error
 	return b.eng.release(ctx, l)
 }
 
-// exec runs s and returns the number of rows it changed: from the result,
-// or from the count s selects (see noticed).
+// exec runs s and returns the number of rows it changed.
 func (b *Backend) exec(ctx context.Context, s stmt, args ...any) (int64, error) {
-	if s.counts {
-		var n, notified int64
-		err := b.db.QueryRowContext(ctx, s.query, s.args(args...)...).Scan(&n, &notified)
-		return n, err
-	}
 	res, err := b.execHot(ctx, s, s.args(args...)...)
 	if err != nil {
 		return 0, err

@@ -39,7 +39,9 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		sum := sha256.Sum256([]byte(req.Reentry))
 		reentry = hex.EncodeToString(sum[:])
 	}
-	args := b.acquire.args(req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner))
+	args := make([]any, 6, 7) // room for the listener, not a second slice
+	args[0], args[1], args[2], args[3], args[4], args[5] = req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner)
+	args = b.acquire.args(args...)
 	if b.d.releaseOne != nil {
 		// The listener a release may have named (see dialect.releaseOne).
 		args = append(args, b.hub.name())
@@ -116,10 +118,11 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 	a, err := retryConflict(ctx, func() (a answer, err error) {
 		switch b.d.acquireReply {
 		case replyRow:
-			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.granted, &a.token, &a.left, &a.kind)
+			err = b.db.QueryRowContext(ctx, b.acquire.query, args...).Scan(&a.token, &a.left, &a.kind)
 			if errors.Is(err, sql.ErrNoRows) { // the row appeared during the statement: held
 				return answer{}, nil
 			}
+			a.granted = a.token > 0
 		case replyInsertID:
 			var res sql.Result
 			if res, err = b.execHot(ctx, b.acquire, args...); err == nil {
@@ -223,9 +226,7 @@ func (b *Backend) prepareStatements() {
 		// The notice names one listener of the key's waiters (see
 		// marks.go).
 		b.release = prepare(b.d, b.table, b.d.releaseOne(releaseStmt+` AND queued = 0`, ended))
-		b.release.counts = true
 		b.passOn = prepare(b.d, b.table, b.d.passOn)
-		b.passOn.counts = true
 	} else {
 		b.release = noticed(b.d, b.table, releaseStmt+` AND queued = 0`, ended)
 	}
