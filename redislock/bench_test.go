@@ -2,8 +2,6 @@ package redislock_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,7 +138,7 @@ func benchHandoff(b *testing.B, workers int, shared bool, opts ...distlock.Optio
 		}
 		mutexes[i] = c.Mutex("handoff")
 	}
-	cmds0 := serverCommands(b, srv.Addr())
+	cmds0 := srv.Commands(b)
 	var (
 		base     = time.Now()
 		released atomic.Int64 // ns since base when the last release started
@@ -183,31 +181,5 @@ func benchHandoff(b *testing.B, workers int, shared bool, opts ...distlock.Optio
 		b.ReportMetric(float64(total.Load())/float64(n)/1e3, "handoff-µs")
 		b.ReportMetric(float64(n)/float64(b.N), "handoffs/op")
 	}
-	b.ReportMetric(float64(serverCommands(b, srv.Addr())-cmds0)/float64(b.N), "cmds/op")
-}
-
-// serverCommands returns the number of commands the server at addr has
-// run, scripts' own commands included.
-func serverCommands(b *testing.B, addr string) int64 {
-	b.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		_, stats, ok := strings.Cut(line, ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(stats, ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total += n
-	}
-	return total
+	b.ReportMetric(float64(srv.Commands(b)-cmds0)/float64(b.N), "cmds/op")
 }

@@ -654,27 +654,6 @@ func TestFairWakesOnlyTheNextWaiter(t *testing.T) {
 	}
 }
 
-// commandTotal is the number of commands the server has run, those that
-// scripts run included, leaving out INFO (which reads the count).
-func commandTotal(t *testing.T, srv *testserver.Redis) int {
-	t.Helper()
-	out, err := srv.Do(t, "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, line := range strings.Split(out, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
-		name, stats, _ := strings.Cut(rest, ":calls=")
-		if !ok || name == "info" {
-			continue
-		}
-		n, _ := strconv.Atoi(strings.SplitN(stats, ",", 2)[0])
-		total += n
-	}
-	return total
-}
-
 // TestReleaseAnnouncedOnlyWhenWaited: the release of a lease that nobody
 // asked for publishes nothing, and an uncontended acquire and release cost
 // two scripts of seven commands in all (eight when fair): the acquire reads
@@ -701,13 +680,13 @@ func TestReleaseAnnouncedOnlyWhenWaited(t *testing.T) {
 			}
 		}
 		cycle("warm-up") // the key's first grant meets the restart guard
-		pubs, total := commandCalls(t, srv, "publish"), commandTotal(t, srv)
+		pubs, total := commandCalls(t, srv, "publish"), srv.Commands(t)
 		cycle("a")
 		if n := commandCalls(t, srv, "publish") - pubs; n != 0 {
 			t.Errorf("fair %v: %d PUBLISH for the release of a lease nobody waited for; want 0", fair, n)
 		}
 		// A fair acquire also looks for a queue.
-		if n, most := commandTotal(t, srv)-total, map[bool]int{false: 7, true: 8}[fair]; n > most {
+		if n, most := srv.Commands(t)-total, map[bool]int{false: 7, true: 8}[fair]; n > most {
 			t.Errorf("fair %v: an uncontended acquire and release ran %d commands; want at most %d", fair, n, most)
 		}
 

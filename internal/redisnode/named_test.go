@@ -2,7 +2,6 @@ package redisnode_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,27 +9,6 @@ import (
 	"github.com/distlock-go/distlock/internal/redisnode"
 	"github.com/distlock-go/distlock/internal/testserver"
 )
-
-// serverCommands returns the commands the server ran, a script's own
-// included, leaving out INFO (which reads the count).
-func serverCommands(t *testing.T, srv *testserver.Redis) int {
-	t.Helper()
-	out, err := srv.Do(t, "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, line := range strings.Split(out, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
-		name, stats, _ := strings.Cut(rest, ":calls=")
-		if !ok || name == "info" {
-			continue
-		}
-		n, _ := strconv.Atoi(strings.SplitN(stats, ",", 2)[0])
-		total += n
-	}
-	return total
-}
 
 // TestNamedGrantMarksWaited: the grant to a client that a release named
 // is marked as waited for without looking for others enlisted (in a
@@ -52,11 +30,11 @@ func TestNamedGrantMarksWaited(t *testing.T) {
 	if ok, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
 		t.Fatalf("release: %v, %v", ok, err)
 	}
-	before := serverCommands(t, srv)
+	before := srv.Commands(t)
 	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "+w"); err != nil || tok == 0 {
 		t.Fatalf("named waiter: token %d, %v", tok, err)
 	}
-	if n := serverCommands(t, srv) - before; n != 4 {
+	if n := srv.Commands(t) - before; n != 4 {
 		t.Errorf("the grant to the named waiter ran %d commands, want 4", n)
 	}
 	v, err := rdb.Get(ctx, k.Lock).Result()

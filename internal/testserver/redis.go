@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,25 @@ func (r *Redis) Restart(tb testing.TB) {
 func (r *Redis) Do(tb testing.TB, args ...string) (string, error) {
 	tb.Helper()
 	return Do(r.Addr(), doTimeout, args...)
+}
+
+// Commands returns the number of commands the server has run, those that
+// scripts run included, leaving out INFO (which reads the count): a test
+// compares it before and after the calls it counts.
+func (r *Redis) Commands(tb testing.TB) int {
+	tb.Helper()
+	out := r.mustDo(tb, "INFO", "commandstats")
+	total := 0
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		name, stats, _ := strings.Cut(rest, ":calls=")
+		if !ok || name == "info" {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.SplitN(stats, ",", 2)[0])
+		total += n
+	}
+	return total
 }
 
 // mustDo is Do for setup steps, where any error fails the test.
