@@ -55,8 +55,10 @@ func DistlockRedis() Library {
 			"PUBLISHes on the key's channel only if an attempt was refused by that lease (the refusal marks it). So one round " +
 			"trip each way, with a fencing token and an ownership check the floor lacks. A waiter " +
 			"subscribes on its first failed attempt (one pub/sub connection per client, shared by all its waiters), tries " +
-			"again at once unless that subscription was already live and carried no release since its attempt, then sleeps until the release message or the holder's remaining TTL. Each held lock has one " +
-			"timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",
+			"again at once unless that subscription was already live and carried no release since its attempt, then " +
+			"sleeps until a release message names its client or the holder's remaining TTL runs out: a refused attempt " +
+			"enlists the client beside the lock, and a release wakes the client enlisted first, not every waiter. Each " +
+			"held lock has one timer (no goroutine) that renews the lease every TTL/3 and ends the handle at its local deadline.",
 		New: func(ctx context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			rdb := newLockClient(addrs[0])
 			be := redislock.New(rdb)

@@ -27,8 +27,9 @@ func SQL(drv string) []Library {
 			"or this owner's), raising the key's token counter and setting the expiry by the database clock; PostgreSQL and " +
 			"SQLite return the token with RETURNING, MySQL through LAST_INSERT_ID(expr). Release is one UPDATE that checks " +
 			"the owner and marks the row free, keeping its token (rows free for 10s are swept; tokens survive restarts). A waiter " +
-			"is woken by the release: pg_notify on PostgreSQL (a backend on pgx listens by itself), directly within the " +
-			"process on the others, or else by its watch's poll of the row.",
+			"is woken by the release: pg_notify on PostgreSQL (a backend on pgx listens by itself), whose notice names " +
+			"one waiting backend, which has the key for 20 ms; directly within the process on the others, or else by its " +
+			"watch's poll of the row.",
 		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			return newSQLLocker(drv, addrs[0], ttl)
 		},
@@ -38,8 +39,8 @@ func SQL(drv string) []Library {
 		Config: "distlock.New(sqllock.New(db), WithTTL(TTL), WithFairness())",
 		How: "As distlock (sqllock), but a waiter keeps a place in line (a row of the queue table, renewed by each attempt) " +
 			"and a fair attempt takes a free lock only if no live waiter queued before it. A release that finds waiters in " +
-			"line grants the lock to the oldest in the same transaction and wakes that waiter only; its next attempt finds the " +
-			"lock its own.",
+			"line grants the lock to the oldest in the same transaction (on PostgreSQL, one statement) and wakes that " +
+			"waiter only; its next attempt finds the lock its own.",
 		New: func(_ context.Context, addrs []string, ttl time.Duration) (Locker, error) {
 			return newSQLLocker(drv, addrs[0], ttl, distlock.WithFairness())
 		},
