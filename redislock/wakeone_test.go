@@ -85,12 +85,7 @@ func attempts(bs []*countingBackend) int32 {
 func TestReleaseWakesOneWaiter(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	ctx := context.Background()
-	holder := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(time.Minute))
-	defer holder.Close()
-	l, err := holder.Mutex(t.Name()).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := holdFor(t, srv)
 	const n = 4
 	bs, _, _, got := startWaiters(t, srv, t.Name(), n, time.Minute)
 	before := attempts(bs)
@@ -128,12 +123,7 @@ func TestVanishedWaiterPassesOn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := testserver.StartRedis(t)
 			ctx := context.Background()
-			holder := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(time.Minute))
-			defer holder.Close()
-			l, err := holder.Mutex(t.Name()).Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := holdFor(t, srv)
 			poll := time.Minute // the wake-up is passed on at once
 			if closed {
 				poll = 3 * time.Second
@@ -219,4 +209,17 @@ func TestReleaserYields(t *testing.T) {
 	if yielded < 3 {
 		t.Errorf("the releasing client yielded to the waiter it woke in %d of %d rounds, want most", yielded, rounds)
 	}
+}
+
+// holdFor takes the test's key for a minute on srv, through a client of
+// its own that the test's end closes.
+func holdFor(t *testing.T, srv *testserver.Redis) *distlock.Lock {
+	t.Helper()
+	holder := distlock.New(newBackend(t, newClient(t, srv.Addr())), distlock.WithTTL(time.Minute))
+	t.Cleanup(func() { holder.Close() })
+	l, err := holder.Mutex(t.Name()).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
