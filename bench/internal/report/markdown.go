@@ -113,19 +113,19 @@ func Markdown(res *Results, chart string) []byte {
 		w("Scenario A's loop (one goroutine, one attempt, the key always free) on private database servers started for the run ")
 		w("(PostgreSQL with fsync off, MariaDB with innodb_flush_log_at_trx_commit=2, SQLite in WAL mode with synchronous=FULL in a temporary file), ")
 		w("each library with its own *sql.DB. The floor is the hand-written table lock: an upsert that takes a free or expired ")
-		w("row, then a DELETE. Server commands are not counted here (the column reads 0).\n\n")
+		w("row, then a DELETE. Server commands are not counted here (the column reads –).\n\n")
 		for _, db := range res.SQL {
 			w("### %s\n\n", db.Database)
 			if db.Error != "" {
 				w("Not measured: %s\n\n", db.Error)
 				continue
 			}
-			uncontendedTables(&b, summarizeAll(db.Rows))
+			uncontendedTables(&b, uncounted(summarizeAll(db.Rows)))
 			if len(db.Contended) > 0 {
 				w("Contention on %s: scenario C's loop, %d workers on one key, each with its own *sql.DB.\n\n", db.Database, s.Workers)
 				var dc []contendedSummary
 				for _, row := range db.Contended {
-					dc = append(dc, summarizeContended(row))
+					dc = append(dc, uncountedContention(summarizeContended(row)))
 				}
 				contendedTables(&b, dc, math.NaN(), math.NaN())
 			}
@@ -138,16 +138,16 @@ func Markdown(res *Results, chart string) []byte {
 		w("Scenario A's loop and scenario C's contention (%d workers, each with its own session) on a ZooKeeper ", s.Workers)
 		w("ensemble started for the run on loopback (Debian's ZooKeeper 3.8, tickTime 200ms, forceSync=no), every library ")
 		w("with its own connections. The floor creates an ephemeral node and deletes it. Server commands are not counted ")
-		w("here (the column reads 0), and the handoff is not divided by a round trip.\n\n")
+		w("here (the column reads –), and the handoff is not divided by a round trip.\n\n")
 		if z.Error != "" {
 			w("Not measured: %s\n\n", z.Error)
 		} else {
 			w("### Uncontended acquire + release\n\n")
-			uncontendedTables(&b, summarizeAll(z.Uncontended))
+			uncontendedTables(&b, uncounted(summarizeAll(z.Uncontended)))
 			w("### Contention: %d workers, one key\n\n", s.Workers)
 			var zc []contendedSummary
 			for _, row := range z.Contended {
-				zc = append(zc, summarizeContended(row))
+				zc = append(zc, uncountedContention(summarizeContended(row)))
 			}
 			contendedTables(&b, zc, math.NaN(), math.NaN())
 			zkTargets(w)
@@ -393,6 +393,23 @@ func uncontendedTables(b *bytes.Buffer, rows []uncontendedSummary) {
 	w("\n")
 }
 
+// uncounted marks the server commands of rows measured on a server that
+// does not count them (the SQL databases, ZooKeeper) as not measured, so
+// that the tables print a dash where they would print a zero.
+func uncounted(rows []uncontendedSummary) []uncontendedSummary {
+	for i := range rows {
+		rows[i].CmdsPerOp = math.NaN()
+	}
+	return rows
+}
+
+// uncountedContention does the same for a contended row, whose round trip
+// under load is not measured there either.
+func uncountedContention(r contendedSummary) contendedSummary {
+	r.CmdsPerAcq, r.RTT = math.NaN(), math.NaN()
+	return r
+}
+
 func floorName(f *uncontendedSummary) string {
 	if f == nil {
 		return "not measured"
@@ -440,8 +457,8 @@ func contendedTables(b *bytes.Buffer, rows []contendedSummary, rtt1, rtt5 float6
 		if r.Overlaps > 0 || r.LostUpdates > 0 {
 			excl = fmt.Sprintf("**BROKEN**: %d overlaps, %d lost updates", r.Overlaps, r.LostUpdates)
 		}
-		w("| %s | %.0f | %.0f | %.1f%% | %.0f–%.0f | %d | %.1f | %s |\n", rowName(r.Lib),
-			r.AcqPerSec, r.HandoffsPerSec, 100*r.Reacquired, r.PerWorkerMin, r.PerWorkerMax, r.GiveUps, r.CmdsPerAcq, excl)
+		w("| %s | %.0f | %.0f | %.1f%% | %.0f–%.0f | %d | %s | %s |\n", rowName(r.Lib),
+			r.AcqPerSec, r.HandoffsPerSec, 100*r.Reacquired, r.PerWorkerMin, r.PerWorkerMax, r.GiveUps, num(1)(r.CmdsPerAcq), excl)
 	}
 	w("\n")
 

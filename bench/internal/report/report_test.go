@@ -2,8 +2,12 @@ package report
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/distlock-go/distlock/bench/internal/locker"
+	"github.com/distlock-go/distlock/bench/internal/scenario"
 )
 
 func TestMedian(t *testing.T) {
@@ -46,5 +50,39 @@ func TestBreakdown(t *testing.T) {
 	got := breakdown(map[string]float64{"set": 1, "evalsha": 2, "get": 1, "ping": 0.001})
 	if want := "evalsha 2 · get 1 · set 1"; got != want {
 		t.Errorf("breakdown = %q, want %q", got, want)
+	}
+}
+
+// A database counts no server commands and has no round trip measured
+// under load: its tables say so with a dash, not with a zero that reads as
+// "no commands at all".
+func TestUncountedFiguresAreDashes(t *testing.T) {
+	u := scenario.Uncontended{Ops: 10, P50: time.Millisecond, P99: 2 * time.Millisecond, OpsPerSec: 900, AllocsPerOp: 20, BytesPerOp: 900}
+	c := scenario.Contended{Elapsed: time.Second, Acquisitions: 100, AcqPerSec: 100, Handoffs: 90, HandoffsPerS: 90,
+		HandoffMean: time.Millisecond, HandoffP99: time.Millisecond, WaitP50: time.Millisecond, WaitP99: time.Millisecond,
+		WaitMax: time.Millisecond, HandedWaitP99: time.Millisecond, PerWorkerMin: 10, PerWorkerMax: 15}
+	floor := Lib{Name: "floor: upsert + DELETE", Kind: locker.Floor, Role: locker.RoleLock}
+	ours := Lib{Name: "distlock (sqllock)", Kind: locker.Ours}
+	res := &Results{SQL: []SQLRows{{
+		Database:  "PostgreSQL",
+		Rows:      []UncontendedRow{{Lib: floor, Runs: []scenario.Uncontended{u}}, {Lib: ours, Runs: []scenario.Uncontended{u}}},
+		Contended: []ContendedRow{{Lib: ours, Runs: []scenario.Contended{c}}},
+	}}}
+	md := string(Markdown(res, ""))
+	_, sql, ok := strings.Cut(md, "### PostgreSQL")
+	if !ok {
+		t.Fatalf("no PostgreSQL section in:\n%s", md)
+	}
+	sql, _, _ = strings.Cut(sql, "\n## ")
+	for _, line := range strings.Split(sql, "\n") {
+		if !strings.HasPrefix(line, "| **distlock") && !strings.HasPrefix(line, "| floor") {
+			continue
+		}
+		if strings.Contains(line, "| 0.0 |") || strings.Contains(line, "| 0 ns |") || strings.Contains(line, "NaN") {
+			t.Errorf("a figure not measured reads as a number: %s", line)
+		}
+	}
+	if !strings.Contains(sql, "| 900 | 20.0 | 900 | – |") {
+		t.Errorf("the uncontended row does not end with a dash for its commands:\n%s", sql)
 	}
 }
