@@ -21,12 +21,14 @@ type Lock struct {
 	lease driver.Lease
 	token uint64
 
-	done chan struct{} // closed when the lease ends
-	ctxs ctxSet        // told when the lease ends
+	ctxs ctxSet // told when the lease ends
 
 	mu  sync.Mutex
 	err error // why the lease ended; nil while held
-	ttl time.Duration
+	// done is closed when the lease ends; made by the first Done, as most
+	// handles are unlocked without anyone asking for it.
+	done chan struct{}
+	ttl  time.Duration
 	// floor is the shortest TTL of a renewal (or acquisition attempt)
 	// whose outcome is unknown, 0 if none: the store may still apply it,
 	// after any later one, and cut the lease to that TTL. Deadlines are
@@ -56,7 +58,6 @@ func startLock(ctx context.Context, d *desc, lease driver.Lease, start time.Time
 		lease: lease,
 		token: g.Token,
 		ttl:   d.opts.ttl,
-		done:  make(chan struct{}),
 	}
 	if !d.c.held.add(l) {
 		return nil
@@ -74,11 +75,12 @@ func startLock(ctx context.Context, d *desc, lease driver.Lease, start time.Time
 	l.timer = time.AfterFunc(time.Until(l.nextEventLocked()), l.tick)
 	l.unlockAndReport()
 	if g.Lost != nil {
+		done := l.Done()
 		go func() {
 			select {
 			case <-g.Lost:
 				l.markLost()
-			case <-l.done:
+			case <-done:
 			}
 		}()
 	}
@@ -97,7 +99,17 @@ func (l *Lock) Token() uint64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: on Unlock,
 // when it is lost, or when it expires. [Lock.Err] then says which.
-func (l *Lock) Done() <-chan struct{} { return l.done }
+func (l *Lock) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		if l.err != nil {
+			close(l.done)
+		}
+	}
+	return l.done
+}
 
 // Err returns nil while the lease is held; afterwards [ErrLockReleased],
 // [ErrLockLost] or [ErrLockExpired] (which also matches ErrLockLost).
@@ -173,7 +185,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.unlockAndReport()
 		select {
 		case <-busy:
-		case <-l.done:
+		case <-l.Done():
 		case <-ctx.Done():
 		}
 	}
@@ -383,7 +395,9 @@ func (l *Lock) endLocked(ctx context.Context, reason error, cause LossCause, rel
 	l.err = reason
 	l.d.c.held.remove(l)
 	l.ctxs.end(reason) // before Done closes: whoever it wakes finds them ended
-	close(l.done)
+	if l.done != nil {
+		close(l.done)
+	}
 	if reason == ErrLockReleased {
 		l.reportLocked(ctx, EventReleased, func(e *Event) { e.Err = released })
 	} else {

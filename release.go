@@ -59,8 +59,8 @@ func (d *desc) release(ctx context.Context, l driver.Lease) error {
 	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil && time.Until(dl) > bound {
 		bound = time.Until(dl)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	defer cancel()
+	rctx := newReleaseCtx(ctx, bound)
+	defer rctx.stop()
 	var t *time.Timer
 	var answer error // the last error that came from the backend, not the bound
 	for n := 1; ; n++ {
