@@ -365,7 +365,7 @@ func acquireOn(ctx context.Context, rdb redis.UniversalClient, k redisnode.Keys,
 	if reentry != "" {
 		return redisnode.AcquireReentrant(ctx, rdb, k, owner, ttl, desc, reentry)
 	}
-	return redisnode.Acquire(ctx, rdb, k, owner, ttl, desc)
+	return redisnode.AcquireRedlock(ctx, rdb, k, owner, ttl, desc)
 }
 
 // probe sends a release of owner to node i, recorded with pending.begin,
