@@ -90,7 +90,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 // on it.
 func (b *Backend) reseed(ctx context.Context, k redisnode.Keys, owner string, ttl time.Duration, lost uint64) {
 	fo := b.fan(ctx, b.timeout(ttl), lost, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
-		token, _, err := redisnode.AcquireRedlock(ctx, rdb, k, owner, ttl, "")
+		token, _, err := redisnode.AcquireRedlock(ctx, rdb, k, owner, ttl, "", "")
 		return reply{node: i, ok: token > 0, err: err}
 	})
 	fo.collect(lost, func(reply) bool { return true })

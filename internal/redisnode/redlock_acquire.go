@@ -13,12 +13,17 @@ import (
 // [KeyCache] with a coarse token grain: a grant of a free lock writes the
 // fencing counter only when its lease might end before the clock floor
 // passes its token (see redlock_acquire.lua). A renewal of such a lease
-// must then never cut it below [RedlockMinLease].
-func AcquireRedlock(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc string) (token uint64, holderTTL time.Duration, err error) {
+// must then never cut it below [RedlockMinLease]. client is as for
+// [AcquireAs]: an attempt at a Redlock key's gate node names the client
+// whose notifier hears that node, so that a refusal enlists it and a
+// release there wakes it alone ([ReleaseAs]); elsewhere it is "".
+func AcquireRedlock(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
-	keys := k.of(redlockAcquireScript)
-	keys = keys[:len(keys)-redlockAcquireScript.optKeys]
-	token, holderTTL, err = grantOf(runIn(ctx, c, redlockAcquireScript, buf, keys, []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant}), k, driver.Exclusive, 0)
+	keys, args := k.of(redlockAcquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, boxClient(client)}
+	if client == "" {
+		keys, args = keys[:len(keys)-redlockAcquireScript.optKeys], args[:len(args)-redlockAcquireScript.optArgs]
+	}
+	token, holderTTL, err = grantOf(runIn(ctx, c, redlockAcquireScript, buf, keys, args), k, driver.Exclusive, 0)
 	clear(*buf)
 	argvs.Put(buf)
 	return token, holderTTL, err

@@ -1,8 +1,10 @@
 -- Redlock's acquire: acquire.lua, after a fast path of its own for a free
 -- lock whose records are quiet (see take_quiet in prelude.lua), and for a
--- lease of another owner already marked as waited for. Redlock enlists no
--- client, so the keys waiters and yield and the argument client are left
--- off, and the reply is acquire.lua's.
+-- lease of another owner already marked as waited for. The fast path is
+-- for attempts that enlist no client (the keys waiters and yield and the
+-- argument client left off); an attempt at the key's gate node that names
+-- its client goes to acquire.lua, which enlists it and sees the yield.
+-- The reply is acquire.lua's.
 --
 -- Redlock's token grain is coarse (100ms, redlock.TokenGrain), so
 -- take_quiet would write the fencing counter on every grant: the lease of
@@ -13,7 +15,7 @@
 -- record, which keeps the token COUNTER_LIFE more, far longer than a
 -- grain. (Redlock's Refresh never cuts a lease below a grain and 2ms, for
 -- the same reason.) Otherwise the counter is written, as take_quiet does.
-local rl = redis.call('MGET', lock, counter)
+local rl = client == nil and redis.call('MGET', lock, counter) or {}
 local rl_found = rl[1]
 local rl_grain = tonumber(string.match(guard, '^%d+'))
 if rl_found and is_free(rl_found) and rl_grain > 0 and rl_grain < COUNTER_LIFE * 1000 then

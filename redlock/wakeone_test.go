@@ -1,0 +1,87 @@
+package redlock_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock/driver"
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/redlock"
+)
+
+// TestReleaseWakesOneWaiter: waiters refused at the key's gate node are
+// enlisted there, one entry per client, and the release wakes the client
+// enlisted first, by name, instead of publishing to every waiter; its
+// watch fires.
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	addrs := addrsOf(startNodes(t, 5))
+	cs := newClients(t, addrs)
+	ctx := context.Background()
+	const key = "wake-one"
+	k := redisnode.KeysFor(redlock.DefaultPrefix, key)
+	gate := gateOf(key, len(addrs))
+	req := func(owner string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 10 * time.Second}
+	}
+	holder := newBackend(t, addrs, slowNodes)
+	if g, err := holder.Acquire(ctx, req("h")); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	const waiters = 3
+	watches := make([]driver.Watch, waiters)
+	for i := range watches {
+		b := newBackend(t, addrs, slowNodes)
+		w, err := b.Watch(ctx, key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		watches[i] = w
+		// As a waiter does, it tries once its watch is in place.
+		if g, err := b.Acquire(ctx, req("w"+string(rune('0'+i)))); err != nil || g.Acquired {
+			t.Fatalf("waiter %d: Acquire = %+v, %v; want refused", i, g, err)
+		}
+	}
+	if n := cs[gate].ZCard(ctx, k.Waiters).Val(); n != waiters {
+		t.Fatalf("%d clients enlisted at the gate; want %d", n, waiters)
+	}
+	sub := cs[gate].Subscribe(ctx, k.Channel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx, req("h").Lease); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(msg.Payload, ">") {
+		t.Fatalf("the gate published %q on release; want '>' and the one client it wakes", msg.Payload)
+	}
+	if n := cs[gate].ZCard(ctx, k.Waiters).Val(); n != waiters-1 {
+		t.Errorf("%d clients enlisted after the release; want %d", n, waiters-1)
+	}
+	// The clients were enlisted for the same lease: which one is first is
+	// up to their ids.
+	fired := make(chan int, waiters)
+	done := make(chan struct{})
+	defer close(done)
+	for i, w := range watches {
+		go func() {
+			select {
+			case <-w.C():
+				fired <- i
+			case <-done:
+			}
+		}()
+	}
+	select {
+	case <-fired:
+	case <-time.After(5 * time.Second):
+		t.Error("the release woke none of the waiters")
+	}
+}
