@@ -161,8 +161,11 @@ func (b *Backend) cast(ctx context.Context, req driver.Request, k redisnode.Keys
 			case err == nil && token == 0:
 				// Held: the holder's release wakes this waiter, or, if no
 				// release is heard, it asks every node after gateStale.
+				// Enlisted (client), it is woken by name, also when it was
+				// refused while the last holder yields to a client woken
+				// before it: only the fallback is timed.
 				b.gateRefused(req.Key)
-				if holderTTL == 0 {
+				if holderTTL == 0 || client != "" && holderTTL < gateStale {
 					holderTTL = gateStale
 				}
 				return nil, holderTTL, true

@@ -85,3 +85,34 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		t.Error("the release woke none of the waiters")
 	}
 }
+
+// TestEnlistedWaiterWaitsForName: a waiter refused at the gate and
+// enlisted there is woken by name; it is told to try again only after the
+// gate's fallback (250ms with no release heard), not when the holder's
+// short lease would end, nor 20ms after a refusal by a holder that yields.
+func TestEnlistedWaiterWaitsForName(t *testing.T) {
+	addrs := addrsOf(startNodes(t, 5))
+	ctx := context.Background()
+	const key = "enlisted"
+	holder, waiter := newBackend(t, addrs, slowNodes), newBackend(t, addrs, slowNodes)
+	const ttl = 200 * time.Millisecond
+	g, err := holder.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "h"}, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Acquired {
+		t.Skip("the 200ms lease's validity ran out on a loaded machine")
+	}
+	w, err := waiter.Watch(ctx, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	g, err = waiter.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "w"}, TTL: ttl})
+	if err != nil || g.Acquired {
+		t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+	}
+	if g.RetryAfter < 250*time.Millisecond {
+		t.Errorf("RetryAfter %v for a waiter enlisted at the gate; want the gate's fallback, 250ms", g.RetryAfter)
+	}
+}
