@@ -81,7 +81,11 @@
 // release there wakes the client enlisted first, by name, not every
 // waiter; the releasing client yields to it for 20ms (its own attempts at
 // the gate are refused meanwhile), so that a worker that asks again at
-// once does not take the lock back before the woken one can ask.
+// once does not take the lock back before the woken one can ask. An
+// enlisted waiter is timed only by the gate's fallback (below). A waiter
+// whose subscriptions were live before its attempt, and have heard
+// nothing since, sleeps at once after subscribing instead of trying
+// again (driver.MarkWatcher).
 //
 // When contenders ask at the same moment, the requests reach the nodes in
 // different orders, and the vote can split so that nobody wins a quorum

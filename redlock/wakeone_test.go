@@ -116,3 +116,73 @@ func TestEnlistedWaiterWaitsForName(t *testing.T) {
 		t.Errorf("RetryAfter %v for a waiter enlisted at the gate; want the gate's fallback, 250ms", g.RetryAfter)
 	}
 }
+
+// TestWatchSinceMissed: a waiter whose subscriptions were live before its
+// attempt learns from WatchSince that no release went unheard, and sleeps
+// at once instead of trying again after subscribing; a release between
+// the attempt and the watch is reported missed.
+func TestWatchSinceMissed(t *testing.T) {
+	addrs := addrsOf(startNodes(t, 5))
+	ctx := context.Background()
+	const key = "marked"
+	holder, waiter := newBackend(t, addrs, slowNodes), newBackend(t, addrs, slowNodes)
+	mw, ok := any(waiter).(driver.MarkWatcher)
+	if !ok {
+		t.Fatal("the backend is no driver.MarkWatcher: every waiter tries again after subscribing")
+	}
+	req := func(owner string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 10 * time.Second}
+	}
+	if mw.WatchMark(key) != 0 {
+		t.Error("WatchMark is not 0 before any subscription")
+	}
+	// An earlier wait's subscriptions linger.
+	w, err := waiter.Watch(ctx, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	// An attempt as a waiter makes it: the mark first, then the attempt.
+	attempt := func(owner string) uint64 {
+		t.Helper()
+		mark := mw.WatchMark(key)
+		if mark == 0 {
+			t.Fatal("WatchMark is 0 with every node subscribed")
+		}
+		if g, err := waiter.Acquire(ctx, req(owner)); err != nil || g.Acquired {
+			t.Fatalf("Acquire = %+v, %v; want refused", g, err)
+		}
+		return mark
+	}
+	if g, err := holder.Acquire(ctx, req("h1")); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	mark := attempt("w1")
+	w, missed, err := mw.WatchSince(ctx, key, "", mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if missed {
+		t.Error("WatchSince reports a release missed; none was")
+	}
+
+	mark = attempt("w2")
+	if err := holder.Release(ctx, req("h1").Lease); err != nil {
+		t.Fatal(err)
+	}
+	// The release's message reaches the waiter's subscription in time.
+	deadline := time.Now().Add(5 * time.Second)
+	for mw.WatchMark(key) == mark && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	w, missed, err = mw.WatchSince(ctx, key, "", mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if !missed {
+		t.Error("WatchSince does not report the release between the attempt and the watch")
+	}
+}
