@@ -28,12 +28,11 @@ var (
 		args:    []string{"owner", "ttl", "desc", "guard", "client"},
 		optKeys: 2, optArgs: 1,
 	})
-	// Redlock's acquire is acquire.lua behind a fast path of its own.
+	// Redlock's acquire is acquire.lua behind a fast path of its own, on
+	// the same keys and arguments.
 	redlockAcquireScript = define(spec{
-		name: "redlock_acquire", body: redlockAcquireSrc + acquireSrc, libs: []string{tokenLib, kindLib},
-		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}, {"yield", kYield}},
-		args:    []string{"owner", "ttl", "desc", "guard", "client"},
-		optKeys: 2, optArgs: 1,
+		name: "redlock_acquire", body: redlockAcquireSrc + acquireSrc, libs: acquireScript.libs,
+		keys: acquireScript.keys, args: acquireScript.args, optKeys: acquireScript.optKeys, optArgs: acquireScript.optArgs,
 	})
 	releaseScript = define(spec{
 		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
