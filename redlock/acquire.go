@@ -151,14 +151,21 @@ func (b *Backend) cast(ctx context.Context, req driver.Request, k redisnode.Keys
 	if probes == 0 && ask != 0 {
 		if g, ok := b.gate(req.Key, ask); ok {
 			gctx, cancel := context.WithTimeout(ctx, b.timeout(ttl))
-			token, holderTTL, err := acquireOn(gctx, b.nodes[g].rdb, k, owner, ttl, desc, req.Reentry)
+			// Refused, the attempt enlists this client at the gate, if it
+			// hears the gate's releases: the next release there wakes the
+			// client enlisted first, not every waiter.
+			client := b.nodes[g].notify.Hears(k.Channel)
+			token, holderTTL, err := acquireOn(gctx, b.nodes[g].rdb, k, owner, ttl, desc, req.Reentry, client)
 			cancel()
 			switch {
 			case err == nil && token == 0:
 				// Held: the holder's release wakes this waiter, or, if no
 				// release is heard, it asks every node after gateStale.
+				// Enlisted (client), it is woken by name, also when it was
+				// refused while the last holder yields to a client woken
+				// before it: only the fallback is timed.
 				b.gateRefused(req.Key)
-				if holderTTL == 0 {
+				if holderTTL == 0 || client != "" && holderTTL < gateStale {
 					holderTTL = gateStale
 				}
 				return nil, holderTTL, true
@@ -179,7 +186,7 @@ func (b *Backend) cast(ctx context.Context, req driver.Request, k redisnode.Keys
 			b.probe(ctx, rdb, k, req.Key, owner, i, redisnode.WakeNone)
 			return reply{node: i, err: errPending}
 		}
-		token, holderTTL, err := acquireOn(ctx, rdb, k, owner, ttl, desc, req.Reentry)
+		token, holderTTL, err := acquireOn(ctx, rdb, k, owner, ttl, desc, req.Reentry, "")
 		r := reply{node: i, ok: err == nil && token > 0, token: token, ttl: holderTTL, err: err}
 		var guarded *redisnode.GuardError
 		switch {
@@ -360,12 +367,13 @@ func (b *Backend) sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // acquireOn runs the acquire script on one node: the re-entrant one when
-// reentry is set.
-func acquireOn(ctx context.Context, rdb redis.UniversalClient, k redisnode.Keys, owner string, ttl time.Duration, desc, reentry string) (uint64, time.Duration, error) {
+// reentry is set. client is the id to enlist if refused (see
+// redisnode.AcquireRedlock), or "".
+func acquireOn(ctx context.Context, rdb redis.UniversalClient, k redisnode.Keys, owner string, ttl time.Duration, desc, reentry, client string) (uint64, time.Duration, error) {
 	if reentry != "" {
 		return redisnode.AcquireReentrant(ctx, rdb, k, owner, ttl, desc, reentry)
 	}
-	return redisnode.Acquire(ctx, rdb, k, owner, ttl, desc)
+	return redisnode.AcquireRedlock(ctx, rdb, k, owner, ttl, desc, client)
 }
 
 // probe sends a release of owner to node i, recorded with pending.begin,

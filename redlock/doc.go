@@ -76,7 +76,16 @@
 // made, from a receipt the first request left, so a lost reply does not
 // turn a release into a missed quorum or a lost lease. Waiters subscribe on
 // every master and wake when any of them publishes a release, once per
-// release: the message names the released lease's token.
+// release: the message names the released lease's token. At the key's
+// gate node (see below) a refused attempt enlists its client, and the
+// release there wakes the client enlisted first, by name, not every
+// waiter; the releasing client yields to it for 20ms (its own attempts at
+// the gate are refused meanwhile), so that a worker that asks again at
+// once does not take the lock back before the woken one can ask. An
+// enlisted waiter is timed only by the gate's fallback (below). A waiter
+// whose subscriptions were live before its attempt, and have heard
+// nothing since, sleeps at once after subscribing instead of trying
+// again (driver.MarkWatcher).
 //
 // When contenders ask at the same moment, the requests reach the nodes in
 // different orders, and the vote can split so that nobody wins a quorum
@@ -113,9 +122,16 @@
 // # Fencing tokens
 //
 // Each master keeps a counter per key and gives a fresh grant the token
-// max(counter + 1, its clock in µs rounded down to [TokenGrain], 100ms),
-// stored back as the counter. The rounding lets masters whose clocks differ
-// by a little issue the same token when the clock moves their counters on.
+// max(counter + 1, its clock in µs rounded down to [TokenGrain], 100ms).
+// The counter is the highest token the key's records keep: the lease, the
+// free record its release leaves (for 10s), and a separate counter key,
+// which a grant writes only when its lease might end before the clock
+// floor passes its token (a TTL under a grain, or a token that ran a grain
+// ahead of the floor). A renewal never cuts a lease on a master below a
+// grain and 2ms, so that the lease keeps its token that long; the
+// validity still counts the TTL asked for. The rounding lets masters
+// whose clocks differ by a little issue the same token when the clock
+// moves their counters on.
 // Per-node counters alone do not order holders, since two holders'
 // quorums may share a single node. The token of a holding is therefore the
 // largest token among the nodes that granted it. When those nodes disagree,

@@ -39,8 +39,13 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 	start := b.now()
 	k := b.keys.Get(key)
 	skip, _ := b.pending.blocked(key, owner)
+	// A grant's lease keeps its fencing token on the node until the clock
+	// floor has passed it (see AcquireRedlock): a renewal never cuts it
+	// shorter than that. The nodes may keep a short lease a little longer
+	// than ttl; the validity still counts ttl.
+	keep := max(ttl, redisnode.RedlockMinLease(TokenGrain))
 	fo := b.fanDetached(ctx, b.timeout(ttl), b.all&^skip, b.quorum, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
-		ok, err := redisnode.Refresh(ctx, rdb, k, owner, ttl)
+		ok, err := redisnode.Refresh(ctx, rdb, k, owner, keep)
 		return reply{node: i, ok: ok, err: err}
 	})
 	rs := make([]reply, len(b.nodes))
@@ -85,7 +90,7 @@ func (b *Backend) Refresh(ctx context.Context, l driver.Lease, ttl time.Duration
 // on it.
 func (b *Backend) reseed(ctx context.Context, k redisnode.Keys, owner string, ttl time.Duration, lost uint64) {
 	fo := b.fan(ctx, b.timeout(ttl), lost, 0, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
-		token, _, err := redisnode.Acquire(ctx, rdb, k, owner, ttl, "")
+		token, _, err := redisnode.AcquireRedlock(ctx, rdb, k, owner, ttl, "", "")
 		return reply{node: i, ok: token > 0, err: err}
 	})
 	fo.collect(lost, func(reply) bool { return true })

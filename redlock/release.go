@@ -40,8 +40,17 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	key, owner := l.Key, l.Owner
 	k := b.keys.Get(key)
+	gate := b.gateNode(key)
 	fo := b.fan(ctx, b.releaseWait(), b.all, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
-		ok, err := redisnode.ReleaseWaking(ctx, rdb, k, owner, redisnode.WakeToken)
+		var ok bool
+		var err error
+		if i == gate {
+			// The gate wakes the client its refusals enlisted first, if
+			// any, and this client yields to it for a moment (see gate).
+			ok, err = redisnode.ReleaseAs(ctx, rdb, k, owner, b.nodes[i].notify.ID())
+		} else {
+			ok, err = redisnode.ReleaseWaking(ctx, rdb, k, owner, redisnode.WakeToken)
+		}
 		return reply{node: i, ok: ok, err: err}
 	})
 	rs := make([]reply, len(b.nodes))

@@ -101,6 +101,43 @@ func (b *Backend) Watch(ctx context.Context, key, _ string) (driver.Watch, error
 	return w, nil
 }
 
+var _ driver.MarkWatcher = (*Backend)(nil)
+
+// WatchMark implements driver.MarkWatcher: a mark of what every node's
+// subscription to key's channel has heard, or 0 when any of them is not
+// live (a release there could go unheard).
+func (b *Backend) WatchMark(key string) uint64 {
+	if b.usable() != nil || driver.ValidateKey(key) != nil {
+		return 0
+	}
+	ch := b.keys.Get(key).Channel
+	var mark uint64
+	for i := range b.nodes {
+		m := b.nodes[i].notify.Mark(ch)
+		if m == 0 {
+			return 0
+		}
+		// Marks only grow, and a node's never repeats: the sum moves
+		// whenever one of them does.
+		mark += m
+	}
+	return mark
+}
+
+// WatchSince implements driver.MarkWatcher: [Backend.Watch], and whether
+// a release may have gone unheard since mark was taken: mark is 0, or a
+// node's subscription has heard something since (or is not live now). A
+// release names no other client but on the gate node, where a refusal
+// enlisted this one (see gate): a wake-up there that names another client
+// leaves it enlisted, and moves no mark of its.
+func (b *Backend) WatchSince(ctx context.Context, key, owner string, mark uint64) (driver.Watch, bool, error) {
+	w, err := b.Watch(ctx, key, owner)
+	if err != nil {
+		return nil, true, err
+	}
+	return w, mark == 0 || b.WatchMark(key) != mark, nil
+}
+
 // watch merges the release notifications of every node.
 type watch struct {
 	c      chan struct{}

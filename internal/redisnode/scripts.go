@@ -28,6 +28,12 @@ var (
 		args:    []string{"owner", "ttl", "desc", "guard", "client"},
 		optKeys: 2, optArgs: 1,
 	})
+	// Redlock's acquire is acquire.lua behind a fast path of its own, on
+	// the same keys and arguments.
+	redlockAcquireScript = define(spec{
+		name: "redlock_acquire", body: redlockAcquireSrc + acquireSrc, libs: acquireScript.libs,
+		keys: acquireScript.keys, args: acquireScript.args, optKeys: acquireScript.optKeys, optArgs: acquireScript.optArgs,
+	})
 	releaseScript = define(spec{
 		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
 		keys: []binding{
@@ -142,6 +148,8 @@ var (
 var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
+	//go:embed lua/redlock_acquire.lua
+	redlockAcquireSrc string
 	//go:embed lua/release.lua
 	releaseSrc string
 	//go:embed lua/pass.lua
