@@ -75,14 +75,28 @@
 // lost the lock to another after its turn lists itself again with its
 // refused attempt. A
 // lost listening connection is replaced and every watcher woken, since
-// notices may have been missed. A waiter that no notice reaches (MySQL
-// and SQLite across processes, PostgreSQL without a listener) is woken by
-// its watch's poll of the key's row: one light SELECT, from 16ms apart up
-// to 250ms, never past the holder's remaining lease, which wakes the
-// waiter only when an attempt could succeed. MySQL and MariaDB have no
-// notifications, and their named locks are held by a session, which a
-// lease in the table does not keep: waiters there block in the server
-// only in the connection-scoped mode.
+// notices may have been missed. MySQL and MariaDB have no notifications:
+// there a mutex's waiters block in the server, in GET_LOCK on the key's
+// wake lock, which the holder of a contended key (one that waited for
+// it) keeps on a connection of its pool while it holds the key and lets
+// go of right after its release. The server grants a named lock to one
+// session at a time, so a release wakes one waiting backend, in any
+// process, which wakes its waiter that began first; the key is kept
+// for that waiter for 20ms, and its attempt keeps the wake lock for its
+// own holding. A holder that dies frees the wake lock with its
+// connection, and a waiter blocks at most the holder's remaining lease,
+// and at most a second, before it reads the key's row again. A holder
+// that took the key without waiting keeps no wake lock (an uncontended
+// acquire costs nothing more), and its waiters poll. Each waiting
+// backend and each such holding has one connection of the pool lent to
+// it; a pool limited by SetMaxOpenConns lends at most half of its
+// connections less one, and a backend whose pool cannot spare one polls
+// (see gate.go in the source). A waiter that nothing else reaches
+// (SQLite across processes, MySQL as above, fair waiters on MySQL,
+// PostgreSQL without a listener) is woken by its watch's poll of the
+// key's row: one light SELECT, from 16ms apart up to 250ms, never past
+// the holder's remaining lease, which wakes the waiter only when an
+// attempt could succeed.
 //
 // Read-write locks and semaphores (Capabilities.ReadWrite and Semaphore,
 // every dialect) keep one row per holder in a second table (see [Schema]),
@@ -93,7 +107,8 @@
 // On MySQL that transaction runs at READ COMMITTED, which takes no gap
 // locks, so that attempts on different keys do not deadlock; with the
 // binary log on, that needs binlog_format ROW or MIXED (the defaults of
-// MySQL 8 and MariaDB), not STATEMENT.
+// MySQL 8 and MariaDB), not STATEMENT; so does the mutex's statement,
+// which asks who has the key's wake lock.
 //
 // Fair (first-come, first-served) mutexes (Capabilities.Fair, every
 // dialect, re-entrant ones too) keep their waiters in line in a third
@@ -183,8 +198,9 @@
 //	  ends with its connection  the handle ends (Grant.Lost) within WithLossCheck, also
 //	                            when a restarted server gives its id to another client
 //	one family per key          every acquisition locks the key's row first
-//	prompt wake-up of waiters   a release in the same process, or on PostgreSQL with a
-//	                            listener (pgx: by default); otherwise the watch's poll,
+//	prompt wake-up of waiters   a release in the same process, on PostgreSQL with a
+//	                            listener (pgx: by default), on MySQL by a holder that
+//	                            waited for the key; otherwise the watch's poll,
 //	                            bounded by the holder's remaining lease by the database's
 //	                            clock
 //	fair order                  waiters live (attempting within Request.Queue); a

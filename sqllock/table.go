@@ -41,10 +41,16 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 	}
 	args := make([]any, 6, 7) // room for the listener, not a second slice
 	args[0], args[1], args[2], args[3], args[4], args[5] = req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner)
-	args = b.acquire.args(args...)
-	if b.d.releaseOne != nil {
+	switch {
+	case b.d.releaseOne != nil:
 		// The listener a release may have named (see dialect.releaseOne).
-		args = append(args, b.hub.name())
+		args = append(b.acquire.args(args...), b.hub.name())
+	case b.gates.on:
+		// The key's wake lock and the attempt's gate (see gate.go),
+		// ordered by acquireGated.
+		args = append(args, wakeLockName(b.table, req.Key), int64(0))
+	default:
+		args = b.acquire.args(args...)
 	}
 	// A row last taken as another family refuses the statement; once
 	// settleKind has made it a mutex's again (its holds have all ended),
@@ -58,7 +64,7 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		if req.Fair {
 			g, family, err = b.acquireFair(ctx, req, meta, reentry)
 		} else {
-			g, family, err = b.acquireOnce(ctx, req, args)
+			g, family, err = b.acquireGated(ctx, req, args)
 		}
 		if err == nil && !g.Acquired && family == 0 && !req.Fair {
 			b.relist(ctx, req.Key)
@@ -103,7 +109,30 @@ func (e tableEngine) refresh(ctx context.Context, l driver.Lease, ttl time.Durat
 	if l.Kind != driver.Exclusive {
 		return b.refreshShared(ctx, l, ttl)
 	}
-	return b.extend(ctx, ttl, b.refresh, b.holding, l.Key, listed(l.Owner))
+	v, err := b.extend(ctx, ttl, b.refresh, b.holding, l.Key, listed(l.Owner))
+	if err == nil && b.gates.on {
+		b.renewed(l.ID(), ttl)
+	}
+	return v, err
+}
+
+// acquireGated is acquireOnce, on MySQL naming the gate of this backend
+// that a release woke, for which the key is kept (see gate.go); a holder
+// that waited takes the key's wake lock for its own waiters.
+func (b *Backend) acquireGated(ctx context.Context, req driver.Request, args []any) (driver.Grant, int64, error) {
+	if !b.gates.on {
+		return b.acquireOnce(ctx, req, args)
+	}
+	w, gate := b.baton(req.Key)
+	args[7] = gate
+	g, family, err := b.acquireOnce(ctx, req, b.acquire.args(args...))
+	switch {
+	case w != nil:
+		b.settle(w, err == nil && g.Acquired, req.ID(), req.TTL)
+	case err == nil && g.Acquired && b.waited(req.Key):
+		b.takeWake(ctx, req.ID(), req.TTL)
+	}
+	return g, family, err
 }
 
 // acquireOnce runs the mutex statement once, and on a refusal reads the
@@ -206,9 +235,14 @@ func (b *Backend) prepareStatements() {
 		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, {now} + $3) ELSE {now} + $3 END
 	WHERE t.kind = 0 AND (NOT LIVE OR MINE OR JOIN)
 	RETURNING t.token`)
-	upsert = b.d.mutexAcquire(upsert)
+	upsert = strings.ReplaceAll(b.d.mutexAcquire(upsert), "{turn}", b.turn)
 	b.acquire = p(strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(upsert))
 	b.refused = p(`SELECT expires_us - {now}, kind FROM {table} WHERE name = $1`)
+	if b.gates.on {
+		// A free key refuses only while it is kept for the waiter a
+		// release woke (see gate.go): no hint, the watch tells.
+		b.refused = p(`SELECT IF(owners = '', NULL, expires_us - {now}), kind FROM {table} WHERE name = $1`)
+	}
 	b.markStmt = p(b.d.mark)
 	// The last hold leaves the row, with its token, marked free since now;
 	// last_owner remembers the release so that its repeat reports
