@@ -12,10 +12,11 @@
 //
 // Acquire, Release and Refresh are single statements evaluated under the
 // row's lock, so concurrent attempts have exactly one winner. PostgreSQL
-// answers every call in one round trip; MySQL and SQLite need a second,
-// read-only one when an attempt is refused (for the retry hint) or a
-// release is repeated. The MySQL statement reads the granted token back
-// through LAST_INSERT_ID(expr); it is tested on MariaDB 10.11. An attempt
+// answers every call in one round trip; MySQL needs a second, read-only
+// one when a release is repeated, and SQLite also when an attempt is
+// refused (for the retry hint). The MySQL statement returns the granted
+// token, or a refusal's retry hint and the row's family, as
+// LAST_INSERT_ID(expr); it is tested on MariaDB 10.11. An attempt
 // that the database rolls back for a conflict with a concurrent one (a
 // deadlock, a serialisation failure, a busy SQLite file) is made once
 // more before its error reaches the caller.

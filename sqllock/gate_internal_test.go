@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,4 +222,74 @@ func BenchmarkContendedApart(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestWatchBoundedByLease: a watch in another process than the holder,
+// whose polls may come up to an hour apart, wakes once the holder's lease
+// ends unreleased, and the waiter then gets the key. On MariaDB both ways
+// are checked: a holder that took the key without waiting (its waiters
+// poll), and one that waited and keeps the key's wake lock while it
+// stalls (its waiters block on the wake lock, no longer than the lease).
+func TestWatchBoundedByLease(t *testing.T) {
+	sqlite := "file:" + filepath.Join(t.TempDir(), "locks.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	maria := testserver.StartMariaDB(t).DSN()
+	for _, tc := range []struct {
+		name, drv, dsn string
+		waited         bool
+	}{
+		{"SQLite", "sqlite", sqlite, false},
+		{"MariaDB", "mysql", maria, false},
+		{"MariaDB/wake-lock", "mysql", maria, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			key := "bounded-" + tc.name
+			process := func() *Backend {
+				b := newOn(t, openDB(t, tc.drv, tc.dsn))
+				b.pollCap = time.Hour
+				b.local = &localHub{watches: make(watchSet[*localWatch])}
+				return b
+			}
+			holder, waiter := process(), process()
+			if tc.waited {
+				hw, err := holder.Watch(ctx, key, "")
+				if err != nil {
+					t.Fatalf("Watch: %v", err)
+				}
+				defer hw.Close()
+			}
+			const ttl = 2 * time.Second
+			l := driver.Lease{Key: key, Owner: "holder"}
+			if g, err := holder.Acquire(ctx, driver.Request{Lease: l, TTL: ttl}); err != nil || !g.Acquired {
+				t.Fatalf("Acquire: %+v, %v", g, err)
+			}
+			if tc.waited {
+				holder.gates.mu.Lock()
+				kept := len(holder.gates.held)
+				holder.gates.mu.Unlock()
+				if kept != 1 {
+					t.Fatalf("the holder that waited keeps %d wake locks; want 1", kept)
+				}
+			}
+			w, err := waiter.Watch(ctx, key, "")
+			if err != nil {
+				t.Fatalf("Watch: %v", err)
+			}
+			defer w.Close()
+			// Past the first polls, which come soon after the watch begins.
+			time.Sleep(200 * time.Millisecond)
+			for len(w.C()) > 0 {
+				<-w.C()
+			}
+			select {
+			case <-w.C():
+			case <-ctx.Done():
+				t.Fatalf("the watch did not wake after the holder's lease of %v ended", ttl)
+			}
+			if g, err := waiter.Acquire(ctx, driver.Request{Lease: driver.Lease{Key: key, Owner: "waiter"}, TTL: time.Minute}); err != nil || !g.Acquired {
+				t.Fatalf("Acquire after the watch woke: %+v, %v; want granted", g, err)
+			}
+		})
+	}
 }

@@ -156,7 +156,15 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 			var res sql.Result
 			if res, err = b.execHot(ctx, b.acquire, args...); err == nil {
 				a.token, err = res.LastInsertId()
-				a.granted = a.token > 0
+				a.granted = a.token > 0 && a.token < refusedBase
+				if a.token >= refusedBase && err == nil {
+					// The refusal's reply: the wait and the family.
+					code := a.token - refusedBase
+					a.kind = sql.NullInt64{Int64: code % 8, Valid: true}
+					if left := code / 8; left > 0 {
+						a.left = sql.NullInt64{Int64: left - 1, Valid: true}
+					}
+				}
 			}
 		default:
 			err = b.scanHot(ctx, b.acquire, args, &a.token)
@@ -174,7 +182,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 		return driver.Grant{Acquired: true, Token: uint64(a.token), ValidFor: req.TTL - b.drift(req.TTL)}, 0, nil
 	}
 	left, kind := a.left, a.kind
-	if b.d.acquireReply != replyRow {
+	if b.d.acquireReply != replyRow && !kind.Valid {
 		// A second round trip, on the refused path only.
 		err := b.scanHot(ctx, b.refused, b.refused.args(req.Key), &left, &kind)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
