@@ -68,13 +68,13 @@ var mysqlDialect = &dialect{
 	// refusal assigns every column its old value, and replies with the
 	// holder's remaining lease and the row's family (see refusal); kind,
 	// never assigned, refuses a row of another family in every column. BUSY is a live
-	// lease, or a key kept for the waiter that a release woke ($7 is the
-	// key's wake lock, see gate.go): released less than {turn} µs ago (turnFor) while
-	// another connection than the attempt's gate ($8, its CONNECTION_ID;
-	// 0 for none) has the wake lock.
+	// lease, or a key kept for the waiter that a release woke: released
+	// less than {turn} µs ago (turnFor) while another connection than the
+	// attempt's gate ($7, its CONNECTION_ID; 0 for none) has the key's
+	// wake lock (see gate.go).
 	mutexAcquire: func(string) string {
 		return strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).
-			Replace(strings.NewReplacer("REFUSE", refusal, "BUSY", `(LIVE OR (owners = '' AND expires_us > {now} - {turn} AND COALESCE(IS_USED_LOCK($7), $8) <> $8))`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
+			Replace(strings.NewReplacer("REFUSE", refusal, "BUSY", `(LIVE OR (owners = '' AND expires_us > {now} - {turn} AND COALESCE(IS_USED_LOCK(`+wakeLockSQL+`), $7) <> $7))`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
 	VALUES ($1, $6, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, $5)
 	ON DUPLICATE KEY UPDATE
 		token = IF(kind <> 0, REFUSE, IF(BUSY, IF(MINE OR (LIVE AND JOIN), LAST_INSERT_ID(token), REFUSE), LAST_INSERT_ID(token + 1))),

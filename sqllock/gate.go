@@ -54,6 +54,9 @@ func wakeLockName(table, key string) string {
 	return "distlock-wake:" + hex.EncodeToString(sum[:24])
 }
 
+// wakeLockSQL is wakeLockName of the key $1, computed by the server.
+const wakeLockSQL = `CONCAT('distlock-wake:', LEFT(SHA2(CONCAT('distlock-wake:{table}', X'00', $1), 256), 48))`
+
 // gates is a backend's wake locks: the connections its waiters block on,
 // and those that keep the wake locks of its holdings.
 type gates struct {

@@ -39,16 +39,16 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		sum := sha256.Sum256([]byte(req.Reentry))
 		reentry = hex.EncodeToString(sum[:])
 	}
-	args := make([]any, 6, 7) // room for the listener, not a second slice
+	args := make([]any, 6, 7) // room for the listener or the gate, not a second slice
 	args[0], args[1], args[2], args[3], args[4], args[5] = req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner)
 	switch {
 	case b.d.releaseOne != nil:
 		// The listener a release may have named (see dialect.releaseOne).
 		args = append(b.acquire.args(args...), b.hub.name())
 	case b.gates.on:
-		// The key's wake lock and the attempt's gate (see gate.go),
-		// ordered by acquireGated.
-		args = append(args, wakeLockName(b.table, req.Key), int64(0))
+		// The attempt's gate (see gate.go), set and ordered by
+		// acquireGated.
+		args = append(args, int64(0))
 	default:
 		args = b.acquire.args(args...)
 	}
@@ -124,7 +124,7 @@ func (b *Backend) acquireGated(ctx context.Context, req driver.Request, args []a
 		return b.acquireOnce(ctx, req, args)
 	}
 	w, gate := b.baton(req.Key)
-	args[7] = gate
+	args[6] = gate
 	g, family, err := b.acquireOnce(ctx, req, b.acquire.args(args...))
 	switch {
 	case w != nil:
