@@ -21,13 +21,14 @@ import (
 // the key, and lets go of it right after its release; each waiting
 // backend blocks in GET_LOCK on the wake lock, on a connection of its own
 // (its gate), and wakes its waiter that began first when it gets it. The
-// one woken keeps the wake lock for its attempt, made on its gate, and
-// for the holding that the attempt wins: the wake lock passes from holder
-// to holder, and the others stay blocked in the server, one woken per
-// release (MySQL grants a named lock to one session at a time).
+// gate keeps the wake lock for that waiter's attempt, which names the
+// gate's connection, and for the holding that the attempt wins: the wake
+// lock passes from holder to holder, and the others stay blocked in the
+// server, one woken per release (MySQL grants a named lock to one session
+// at a time).
 //
-// For turnFor after a release, while a gate other than the attempt's
-// connection has the wake lock, the key is kept for that gate's waiter:
+// For turnFor after a release, while a gate other than the one the
+// attempt names has the wake lock, the key is kept for that gate's waiter:
 // an attempt from elsewhere (the releasing backend's above all) is
 // refused, so a contended mutex changes hands instead of going back to
 // the worker that just released it. A gate that vanished frees the wake

@@ -330,7 +330,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	handed, err := b.releaseOne(ctx, l)
 	gated := false
-	if b.gates.on && (err == nil || errors.Is(err, driver.ErrNotHeld)) {
+	if (err == nil || errors.Is(err, driver.ErrNotHeld)) && b.gates.on { // b is valid then
 		// Letting go of the key's wake lock wakes one waiter, in this
 		// process or another (see gate.go).
 		gated = b.letGo(l.ID(), nil)
