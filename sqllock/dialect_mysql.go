@@ -16,7 +16,8 @@ import (
 // Tokens count from the floor row (name ”); MySQL has no RETURNING, so
 // a statement returns the token it set as LAST_INSERT_ID(expr) in the OK
 // packet, and a row is read with a second statement. It has no
-// notifications: waiters are woken in this process and poll otherwise.
+// notifications: a mutex's waiters block on the key's wake lock, a named
+// lock (gate.go), and poll otherwise.
 // Connection-scoped locks are named locks (conn_mysql.go).
 var mysqlDialect = &dialect{
 	name:     MySQL,
@@ -64,19 +65,25 @@ var mysqlDialect = &dialect{
 	// whether the attempt was granted (it names the owner), and holds is
 	// counted from it. The VALUES row is evaluated even when the key
 	// exists, so a refusal resets LAST_INSERT_ID to 0. Without a WHERE, a
-	// refusal assigns every column its old value; kind, never assigned,
-	// refuses a row of another family in every column.
+	// refusal assigns every column its old value, and replies with the
+	// holder's remaining lease and the row's family (see refusal); kind,
+	// never assigned, refuses a row of another family in every column. BUSY is a live
+	// lease, or a key kept for the waiter that a release woke: released
+	// less than {turn} µs ago (turnFor) while another connection than the
+	// attempt's gate ($7, its CONNECTION_ID; 0 for none) has the key's
+	// wake lock (see gate.go).
 	mutexAcquire: func(string) string {
-		return strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
+		return strings.NewReplacer("LIVE", `(owners <> '' AND expires_us > {now})`, "MINE", `INSTR(owners, $6) > 0`, "JOIN", `($5 <> '' AND reentry = $5)`).
+			Replace(strings.NewReplacer("REFUSE", refusal, "BUSY", `(LIVE OR (owners = '' AND expires_us > {now} - {turn} AND COALESCE(IS_USED_LOCK(`+wakeLockSQL+`), $7) <> $7))`).Replace(`INSERT INTO {table} (name, owners, token, holds, expires_us, since_us, meta, reentry)
 	VALUES ($1, $6, LAST_INSERT_ID({newtoken}), 1, {now} + $3, {now}, $4, $5)
 	ON DUPLICATE KEY UPDATE
-		token = IF(kind <> 0, token + LAST_INSERT_ID(0), IF(LIVE, IF(MINE OR JOIN, LAST_INSERT_ID(token), token + LAST_INSERT_ID(0)), LAST_INSERT_ID(token + 1))),
-		since_us = IF(kind <> 0 OR LIVE, since_us, {now}),
-		meta = IF(kind <> 0 OR LIVE, meta, $4),
-		reentry = IF(kind <> 0 OR LIVE, reentry, $5),
-		owners = IF(kind <> 0, owners, IF(LIVE, IF(MINE OR NOT JOIN, owners, CONCAT(owners, $2, ',')), $6)),
-		holds = IF(kind <> 0, holds, LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1),
-		expires_us = IF(kind = 0 AND INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`)
+		token = IF(kind <> 0, REFUSE, IF(BUSY, IF(MINE OR (LIVE AND JOIN), LAST_INSERT_ID(token), REFUSE), LAST_INSERT_ID(token + 1))),
+		since_us = IF(kind <> 0 OR BUSY, since_us, {now}),
+		meta = IF(kind <> 0 OR BUSY, meta, $4),
+		reentry = IF(kind <> 0 OR BUSY, reentry, $5),
+		owners = IF(kind <> 0, owners, IF(BUSY, IF(MINE OR NOT (LIVE AND JOIN), owners, CONCAT(owners, $2, ',')), $6)),
+		holds = IF(kind <> 0 OR owners = '', holds, LENGTH(owners) - LENGTH(REPLACE(owners, ',', '')) - 1),
+		expires_us = IF(kind = 0 AND INSTR(owners, $6) > 0, IF(holds > 1, GREATEST(expires_us, {now} + $3), {now} + $3), expires_us)`))
 	},
 	acquireReply:  replyInsertID,
 	byInsertID:    true,
@@ -98,6 +105,17 @@ var mysqlDialect = &dialect{
 	identity: `SELECT CONCAT(@@hostname, '|', @@port, '|', COALESCE(DATABASE(), ''))`,
 	native:   func(b *Backend) nativeLocks { return namedLocks{b} },
 }
+
+// refusal leaves a row's token as it is and sets LAST_INSERT_ID to
+// refusedBase + 8 × left + kind, which the OK packet carries: left is 0
+// when unknown (a free key, kept for a woken waiter), else 1 + the
+// holder's remaining lease in µs; kind is the row's family (0 to 3). A
+// token never comes near refusedBase, so one request tells a refusal, the
+// retry hint and the family apart from a grant.
+const refusal = `IF(LAST_INSERT_ID(4611686018427387904 + 8 * IF(owners = '', 0, GREATEST(expires_us - {now}, 0) + 1) + kind) = 0, token, token)`
+
+// refusedBase is 1<<62, the least reply of a refused mutex statement.
+const refusedBase = 1 << 62
 
 var (
 	onConflict = regexp.MustCompile(`ON CONFLICT \([a-z_, ]+\) DO UPDATE SET`)

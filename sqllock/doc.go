@@ -12,10 +12,11 @@
 //
 // Acquire, Release and Refresh are single statements evaluated under the
 // row's lock, so concurrent attempts have exactly one winner. PostgreSQL
-// answers every call in one round trip; MySQL and SQLite need a second,
-// read-only one when an attempt is refused (for the retry hint) or a
-// release is repeated. The MySQL statement reads the granted token back
-// through LAST_INSERT_ID(expr); it is tested on MariaDB 10.11. An attempt
+// answers every call in one round trip; MySQL needs a second, read-only
+// one when a release is repeated, and SQLite also when an attempt is
+// refused (for the retry hint). The MySQL statement returns the granted
+// token, or a refusal's retry hint and the row's family, as
+// LAST_INSERT_ID(expr); it is tested on MariaDB 10.11. An attempt
 // that the database rolls back for a conflict with a concurrent one (a
 // deadlock, a serialisation failure, a busy SQLite file) is made once
 // more before its error reaches the caller.
@@ -75,14 +76,28 @@
 // lost the lock to another after its turn lists itself again with its
 // refused attempt. A
 // lost listening connection is replaced and every watcher woken, since
-// notices may have been missed. A waiter that no notice reaches (MySQL
-// and SQLite across processes, PostgreSQL without a listener) is woken by
-// its watch's poll of the key's row: one light SELECT, from 16ms apart up
-// to 250ms, never past the holder's remaining lease, which wakes the
-// waiter only when an attempt could succeed. MySQL and MariaDB have no
-// notifications, and their named locks are held by a session, which a
-// lease in the table does not keep: waiters there block in the server
-// only in the connection-scoped mode.
+// notices may have been missed. MySQL and MariaDB have no notifications:
+// there a mutex's waiters block in the server, in GET_LOCK on the key's
+// wake lock, which the holder of a contended key (one that waited for
+// it) keeps on a connection of its pool while it holds the key and lets
+// go of right after its release. The server grants a named lock to one
+// session at a time, so a release wakes one waiting backend, in any
+// process, which wakes its waiter that began first; the key is kept
+// for that waiter for 20ms, and its attempt keeps the wake lock for its
+// own holding. A holder that dies frees the wake lock with its
+// connection, and a waiter blocks at most the holder's remaining lease,
+// and at most a second, before it reads the key's row again. A holder
+// that took the key without waiting keeps no wake lock (an uncontended
+// acquire costs nothing more), and its waiters poll. Each waiting
+// backend and each such holding has one connection of the pool lent to
+// it; a pool limited by SetMaxOpenConns lends at most half of its
+// connections less one, and a backend whose pool cannot spare one polls
+// (see gate.go in the source). A waiter that nothing else reaches
+// (SQLite across processes, MySQL as above, fair waiters on MySQL,
+// PostgreSQL without a listener) is woken by its watch's poll of the
+// key's row: one light SELECT, from 16ms apart up to 250ms, never past
+// the holder's remaining lease, which wakes the waiter only when an
+// attempt could succeed.
 //
 // Read-write locks and semaphores (Capabilities.ReadWrite and Semaphore,
 // every dialect) keep one row per holder in a second table (see [Schema]),
@@ -93,7 +108,8 @@
 // On MySQL that transaction runs at READ COMMITTED, which takes no gap
 // locks, so that attempts on different keys do not deadlock; with the
 // binary log on, that needs binlog_format ROW or MIXED (the defaults of
-// MySQL 8 and MariaDB), not STATEMENT.
+// MySQL 8 and MariaDB), not STATEMENT; so does the mutex's statement,
+// which asks who has the key's wake lock.
 //
 // Fair (first-come, first-served) mutexes (Capabilities.Fair, every
 // dialect, re-entrant ones too) keep their waiters in line in a third
@@ -183,8 +199,9 @@
 //	  ends with its connection  the handle ends (Grant.Lost) within WithLossCheck, also
 //	                            when a restarted server gives its id to another client
 //	one family per key          every acquisition locks the key's row first
-//	prompt wake-up of waiters   a release in the same process, or on PostgreSQL with a
-//	                            listener (pgx: by default); otherwise the watch's poll,
+//	prompt wake-up of waiters   a release in the same process, on PostgreSQL with a
+//	                            listener (pgx: by default), on MySQL by a holder that
+//	                            waited for the key; otherwise the watch's poll,
 //	                            bounded by the holder's remaining lease by the database's
 //	                            clock
 //	fair order                  waiters live (attempting within Request.Queue); a

@@ -35,6 +35,8 @@ type Backend struct {
 	pollCap     time.Duration // minPoll and maxPoll (tests change them)
 	hub         hub
 	local       *localHub // the process's hub of b's table, once known (without a listener)
+	gates       gates     // MySQL: the wake locks of waiters and holders (gate.go)
+	turn        string    // MySQL: turnFor (tests change it)
 
 	opts      driver.OptionCheck // the first invalid option, which New returns
 	eng       engine             // the mode: the lease table, or connection-scoped locks
@@ -95,7 +97,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if db == nil {
 		return nil, errors.New("sqllock: nil *sql.DB")
 	}
-	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck, pollFirst: minPoll, pollCap: maxPoll}
+	b := &Backend{db: db, table: DefaultTable, drift: driver.DefaultDrift, schema: true, lossCheck: DefaultLossCheck, pollFirst: minPoll, pollCap: maxPoll, turn: turnFor}
 	for _, o := range opts {
 		o(b)
 	}
@@ -130,6 +132,7 @@ func New(db *sql.DB, opts ...Option) (*Backend, error) {
 	if b.conns != nil {
 		b.eng = connEngine{b}
 	}
+	b.prepareGates()
 	b.prepareStatements()
 	b.prepareHoldStatements()
 	b.prepareFairStatements()
@@ -326,9 +329,16 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // the waiters of the key in this process (see [Backend.Watch]).
 func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	handed, err := b.releaseOne(ctx, l)
+	gated := false
+	if (err == nil || errors.Is(err, driver.ErrNotHeld)) && b.gates.on { // b is valid then
+		// Letting go of the key's wake lock wakes one waiter, in this
+		// process or another (see gate.go).
+		gated = b.letGo(l.ID(), nil)
+	}
 	switch {
 	case handed != "":
 		b.wakeLocal(l.Key, wakeOwner, handed) // its turn: the others sleep on
+	case gated:
 	case err == nil && l.Kind == driver.Exclusive:
 		b.wakeLocal(l.Key, wakeOldest, "")
 	case err == nil:
@@ -414,6 +424,7 @@ func (b *Backend) Close() error {
 		return err
 	}
 	b.closeListener()
+	b.gates.close()
 	b.reclaim.close()
 	b.prepared.close()
 	if b.conns != nil {

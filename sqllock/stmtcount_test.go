@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock-go/distlock"
+	dl "github.com/distlock-go/distlock/driver"
 	"github.com/distlock-go/distlock/sqllock"
 )
 
@@ -254,3 +255,32 @@ func TestStatementsMariaDB(t *testing.T) {
 }
 
 func TestStatementsSQLite(t *testing.T) { testStatements(t, sqliteFile(t)) }
+
+// TestRefusalOneRequestMariaDB: on MySQL a refused mutex attempt is one
+// request: the statement's reply carries the holder's remaining lease
+// (the retry hint) and the row's family, with no read of the row after.
+func TestRefusalOneRequestMariaDB(t *testing.T) {
+	_, d := startMariaDB(t)
+	ctx := ctxFor(t, time.Minute)
+	holder := d.backend(t)
+	held := dl.Request{Lease: dl.Lease{Key: "refused", Owner: "holder"}, TTL: time.Minute}
+	if g, err := holder.Acquire(ctx, held); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	db, c := d.counting(t)
+	other := d.backendOn(t, db)
+	req := dl.Request{Lease: dl.Lease{Key: "refused", Owner: "other"}, TTL: time.Minute}
+	for i := range 3 {
+		c.take()
+		g, err := other.Acquire(ctx, req)
+		if err != nil || g.Acquired {
+			t.Fatalf("attempt %d: %+v, %v; want refused", i, g, err)
+		}
+		if sent := requests(c.take()); i > 0 && len(sent) != 1 {
+			t.Fatalf("attempt %d: a refusal made %d requests; want 1:\n%s", i, len(sent), strings.Join(sent, "\n"))
+		}
+		if g.RetryAfter < 30*time.Second || g.RetryAfter > time.Minute {
+			t.Fatalf("attempt %d: RetryAfter %v; want the holder's remaining lease, under a minute", i, g.RetryAfter)
+		}
+	}
+}

@@ -39,12 +39,18 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		sum := sha256.Sum256([]byte(req.Reentry))
 		reentry = hex.EncodeToString(sum[:])
 	}
-	args := make([]any, 6, 7) // room for the listener, not a second slice
+	args := make([]any, 6, 7) // room for the listener or the gate, not a second slice
 	args[0], args[1], args[2], args[3], args[4], args[5] = req.Key, req.Owner, micros(req.TTL), meta, reentry, listed(req.Owner)
-	args = b.acquire.args(args...)
-	if b.d.releaseOne != nil {
+	switch {
+	case b.d.releaseOne != nil:
 		// The listener a release may have named (see dialect.releaseOne).
-		args = append(args, b.hub.name())
+		args = append(b.acquire.args(args...), b.hub.name())
+	case b.gates.on:
+		// The attempt's gate (see gate.go), set and ordered by
+		// acquireGated.
+		args = append(args, int64(0))
+	default:
+		args = b.acquire.args(args...)
 	}
 	// A row last taken as another family refuses the statement; once
 	// settleKind has made it a mutex's again (its holds have all ended),
@@ -58,7 +64,7 @@ func (e tableEngine) acquire(ctx context.Context, req driver.Request, meta strin
 		if req.Fair {
 			g, family, err = b.acquireFair(ctx, req, meta, reentry)
 		} else {
-			g, family, err = b.acquireOnce(ctx, req, args)
+			g, family, err = b.acquireGated(ctx, req, args)
 		}
 		if err == nil && !g.Acquired && family == 0 && !req.Fair {
 			b.relist(ctx, req.Key)
@@ -103,7 +109,30 @@ func (e tableEngine) refresh(ctx context.Context, l driver.Lease, ttl time.Durat
 	if l.Kind != driver.Exclusive {
 		return b.refreshShared(ctx, l, ttl)
 	}
-	return b.extend(ctx, ttl, b.refresh, b.holding, l.Key, listed(l.Owner))
+	v, err := b.extend(ctx, ttl, b.refresh, b.holding, l.Key, listed(l.Owner))
+	if err == nil && b.gates.on {
+		b.renewed(l.ID(), ttl)
+	}
+	return v, err
+}
+
+// acquireGated is acquireOnce, on MySQL naming the gate of this backend
+// that a release woke, for which the key is kept (see gate.go); a holder
+// that waited takes the key's wake lock for its own waiters.
+func (b *Backend) acquireGated(ctx context.Context, req driver.Request, args []any) (driver.Grant, int64, error) {
+	if !b.gates.on {
+		return b.acquireOnce(ctx, req, args)
+	}
+	w, gate := b.baton(req.Key)
+	args[6] = gate
+	g, family, err := b.acquireOnce(ctx, req, b.acquire.args(args...))
+	switch {
+	case w != nil:
+		b.settle(w, err == nil && g.Acquired, req.ID(), req.TTL)
+	case err == nil && g.Acquired && b.waited(req.Key):
+		b.takeWake(ctx, req.ID(), req.TTL)
+	}
+	return g, family, err
 }
 
 // acquireOnce runs the mutex statement once, and on a refusal reads the
@@ -127,7 +156,15 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 			var res sql.Result
 			if res, err = b.execHot(ctx, b.acquire, args...); err == nil {
 				a.token, err = res.LastInsertId()
-				a.granted = a.token > 0
+				a.granted = a.token > 0 && a.token < refusedBase
+				if a.token >= refusedBase && err == nil {
+					// The refusal's reply: the wait and the family.
+					code := a.token - refusedBase
+					a.kind = sql.NullInt64{Int64: code % 8, Valid: true}
+					if left := code / 8; left > 0 {
+						a.left = sql.NullInt64{Int64: left - 1, Valid: true}
+					}
+				}
 			}
 		default:
 			err = b.scanHot(ctx, b.acquire, args, &a.token)
@@ -145,7 +182,7 @@ func (b *Backend) acquireOnce(ctx context.Context, req driver.Request, args []an
 		return driver.Grant{Acquired: true, Token: uint64(a.token), ValidFor: req.TTL - b.drift(req.TTL)}, 0, nil
 	}
 	left, kind := a.left, a.kind
-	if b.d.acquireReply != replyRow {
+	if b.d.acquireReply != replyRow && !kind.Valid {
 		// A second round trip, on the refused path only.
 		err := b.scanHot(ctx, b.refused, b.refused.args(req.Key), &left, &kind)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -206,9 +243,14 @@ func (b *Backend) prepareStatements() {
 		expires_us = CASE WHEN LIVE AND (t.holds > 1 OR NOT MINE) THEN GREATEST(t.expires_us, {now} + $3) ELSE {now} + $3 END
 	WHERE t.kind = 0 AND (NOT LIVE OR MINE OR JOIN)
 	RETURNING t.token`)
-	upsert = b.d.mutexAcquire(upsert)
+	upsert = strings.ReplaceAll(b.d.mutexAcquire(upsert), "{turn}", b.turn)
 	b.acquire = p(strings.NewReplacer("LIVE", live, "MINE", mine, "JOIN", join).Replace(upsert))
 	b.refused = p(`SELECT expires_us - {now}, kind FROM {table} WHERE name = $1`)
+	if b.gates.on {
+		// A free key refuses only while it is kept for the waiter a
+		// release woke (see gate.go): no hint, the watch tells.
+		b.refused = p(`SELECT IF(owners = '', NULL, expires_us - {now}), kind FROM {table} WHERE name = $1`)
+	}
 	b.markStmt = p(b.d.mark)
 	// The last hold leaves the row, with its token, marked free since now;
 	// last_owner remembers the release so that its repeat reports

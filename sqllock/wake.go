@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -132,11 +133,21 @@ func (b *Backend) watchLocal(ctx context.Context, key, owner string) (driver.Wat
 		return nil, err
 	}
 	w := &localWatch{b: b, h: h, key: key, owner: owner, seq: watchSeq.Add(1), c: make(chan struct{}, 1), poll: b.pollFirst}
+	if b.gates.on && owner == "" {
+		// A mutex's waiter on MySQL blocks on the key's wake lock.
+		w.gated, w.name = true, wakeLockName(b.table, key)
+	}
 	h.mu.Lock()
 	h.watches.add(key, w)
 	h.mu.Unlock()
 	w.mu.Lock()
-	w.timer = time.AfterFunc(w.poll, w.tick)
+	if w.gated {
+		var ctx context.Context
+		ctx, w.stop = context.WithCancel(context.Background())
+		go w.gateLoop(ctx)
+	} else {
+		w.timer = time.AfterFunc(w.poll, w.tick)
+	}
 	w.mu.Unlock()
 	return w, nil
 }
@@ -152,6 +163,16 @@ type localWatch struct {
 	poll   time.Duration
 	timer  *time.Timer
 	closed bool
+
+	// A gated watch's (see gate.go), under mu.
+	gated   bool
+	name    string        // the key's wake lock
+	stop    func()        // ends gateLoop
+	conn    *sql.Conn     // the gate: nil until lent, and after it went to a holding
+	id      int64         // the gate's CONNECTION_ID
+	baton   chan struct{} // the gate has the wake lock, for an attempt; closed when one settles
+	lent    bool          // an attempt runs on the gate
+	refused bool          // the gate has the wake lock, which it lets go of unless an attempt takes it
 }
 
 func (w *localWatch) wake() { ring(w.c) }
@@ -213,6 +234,9 @@ func (w *localWatch) Close() error {
 	w.closed = true
 	if w.timer != nil {
 		w.timer.Stop()
+	}
+	if w.stop != nil {
+		w.stop()
 	}
 	w.mu.Unlock()
 	w.h.mu.Lock()
