@@ -24,16 +24,16 @@ import (
 var (
 	acquireScript = define(spec{
 		name: "acquire", body: acquireSrc, libs: []string{tokenLib, kindLib},
-		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}, {"yield", kYield}},
+		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}},
 		args:    []string{"owner", "ttl", "desc", "guard", "client"},
-		optKeys: 2, optArgs: 1,
+		optKeys: 1, optArgs: 1,
 	})
 	releaseScript = define(spec{
 		name: "release", body: releaseSrc, libs: []string{tokenLib, kindLib, queueLib},
 		keys: []binding{
 			{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}, {"writing", kWriting},
 			{"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence}, {"marker", kGuard},
-			{"waiters", kWaiters}, {"yield", kYield},
+			{"waiters", kWaiters},
 		},
 		args: []string{"owner", "channel", "call", "receipt_life", "wake", "client", "guard"},
 	})
@@ -213,7 +213,6 @@ const (
 	kTokens
 	kPermitReceipts
 	kWaiters
-	kYield
 	numKeys
 )
 

@@ -68,8 +68,8 @@ local guarded = 0
 if not v and (not head or head == owner) then
   local fence, text = issue(counter, marker, us, guard, last, true)
   if fence then
-    local others = head and leave_line(queue, places, owner)
-    redis.call('SET', lock, lease(holder, text, now .. carry(free), desc, others), 'PX', ttl)
+    local mark = head and leave_line(queue, places, owner) and WAITED
+    redis.call('SET', lock, lease(holder, text, now .. carry(free), desc, mark), 'PX', ttl)
     if reentry ~= '' then
       first_hold(holds, owner, ttl)
     end

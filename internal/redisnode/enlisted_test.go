@@ -1,0 +1,75 @@
+package redisnode_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock-go/distlock/internal/redisnode"
+	"github.com/distlock-go/distlock/internal/testserver"
+)
+
+// TestEnlistedReleaseSkipsFairLine: the release of a lease that only
+// plain attempts waited for wakes the client enlisted first without
+// looking at the fair line, and tells the releasing client to yield: one
+// script of five commands (the lock's GET, the waiters' ZPOPMIN, the free
+// record, the wake-up and the script).
+func TestEnlistedReleaseSkipsFairLine(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx := context.Background()
+	k := redisnode.KeysFor("enlisted:", t.Name())
+	if err := redisnode.LoadScripts(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
+		t.Fatalf("holder: token %d, %v", tok, err)
+	}
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
+		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
+	}
+	before := srv.Commands(t)
+	ok, yield, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h")
+	if err != nil || !ok {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	if n := srv.Commands(t) - before; n != 5 {
+		t.Errorf("the release ran %d commands, want 5", n)
+	}
+	if n, err := rdb.ZCard(ctx, k.Waiters).Result(); err != nil || n != 0 {
+		t.Errorf("enlisted clients after the release: %d, %v; want the waiter taken out", n, err)
+	}
+	if yield == 0 {
+		t.Error("the release woke another client but does not tell the releaser to yield")
+	}
+}
+
+// TestFairWaiterBehindEnlistedLease: a fair waiter refused by a lease
+// that plain attempts waited for gets the lock handed over by its
+// release, before the client enlisted first.
+func TestFairWaiterBehindEnlistedLease(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx := context.Background()
+	k := redisnode.KeysFor("enlisted:", t.Name())
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
+		t.Fatalf("holder: token %d, %v", tok, err)
+	}
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
+		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
+	}
+	if tok, _, err := redisnode.AcquireFair(ctx, rdb, k, "fair", time.Minute, "", time.Minute, redisnode.Stamp(), ""); err != nil || tok != 0 {
+		t.Fatalf("fair waiter: token %d, %v; want refused", tok, err)
+	}
+	if ok, _, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	v, err := rdb.Get(ctx, k.Lock).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v, "fair\n") {
+		t.Errorf("after the release the lock holds %q; want it handed over to the fair waiter", v)
+	}
+}
