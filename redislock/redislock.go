@@ -258,16 +258,19 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // acquirePlain makes one attempt at a plain mutex. The attempt enlists
 // this client when refused, if the client hears the lock's releases: the
 // release then wakes this client alone. While the client yields on the
-// lock (see yield.go), the attempt only enlists it.
+// lock (see yield.go) and hears its releases, the attempt only enlists it;
+// such an attempt leaves alone what [redisnode.Notifier.Hears] would say
+// of a release that named this client before, for the next real attempt.
 func (b *Backend) acquirePlain(ctx context.Context, k redisnode.Keys, req driver.Request, desc string) (uint64, time.Duration, error) {
-	client := b.notify.Hears(k.Channel)
-	if client != "" {
-		if released, left, ok := b.yields.active(k.Channel, b.notify.Mark(k.Channel)); ok {
-			_, _, err := redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, redisnode.Yielding(b.notify.ID(), released))
-			return 0, left, err
+	if b.yields.any() {
+		if mark := b.notify.Mark(k.Channel); mark != 0 {
+			if released, left, ok := b.yields.active(k.Channel, mark); ok {
+				_, _, err := redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, redisnode.Yielding(b.notify.ID(), released))
+				return 0, left, err
+			}
 		}
 	}
-	return redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, client)
+	return redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, b.notify.Hears(k.Channel))
 }
 
 // handedOver returns the grant a release handed over to owner, a fair

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,8 +22,11 @@ const yieldFor = 20 * time.Millisecond
 // dropped: a client yields on the few locks it passes on at once.
 const yieldsSwept = 64
 
-// yields are the locks this client yields on, by channel.
+// yields are the locks this client yields on, by channel. It is empty
+// unless the client passes locks on; an attempt then costs one atomic
+// load.
 type yields struct {
+	n  atomic.Int32 // len(m)
 	mu sync.Mutex
 	m  map[string]yielding
 }
@@ -50,7 +54,11 @@ func (y *yields) start(ch string, token, mark uint64) {
 		}
 	}
 	y.m[ch] = yielding{token: token, mark: mark, until: now.Add(yieldFor)}
+	y.n.Store(int32(len(y.m)))
 }
+
+// any reports whether the client may yield on some lock.
+func (y *yields) any() bool { return y.n.Load() > 0 }
 
 // active returns the token of the lease released and how much longer the
 // yield on the lock of channel ch lasts, the channel's mark being mark
@@ -65,6 +73,7 @@ func (y *yields) active(ch string, mark uint64) (uint64, time.Duration, bool) {
 	left := time.Until(e.until)
 	if left <= 0 || mark != e.mark {
 		delete(y.m, ch)
+		y.n.Store(int32(len(y.m)))
 		return 0, 0, false
 	}
 	return e.token, left, true
