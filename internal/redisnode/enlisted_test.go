@@ -73,3 +73,41 @@ func TestFairWaiterBehindEnlistedLease(t *testing.T) {
 		t.Errorf("after the release the lock holds %q; want it handed over to the fair waiter", v)
 	}
 }
+
+// TestFairRefusalSkipsHead: a fair waiter's attempt refused by a held
+// lock renews its place without looking at the head of the line, which
+// decides nothing while the lock is held: its second attempt runs one
+// script of eight commands (the lock's records, the clock, its place in
+// the queue, the place itself and the expiry of both, the holder's
+// remaining TTL, and the script).
+func TestFairRefusalSkipsHead(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx := context.Background()
+	k := redisnode.KeysFor("fair:", t.Name())
+	if err := redisnode.LoadScripts(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, err := redisnode.AcquireFair(ctx, rdb, k, "holder", time.Minute, "", time.Minute, redisnode.Stamp(), ""); err != nil || tok == 0 {
+		t.Fatalf("holder: token %d, %v", tok, err)
+	}
+	for i := range 2 {
+		before := srv.Commands(t)
+		if tok, _, err := redisnode.AcquireFair(ctx, rdb, k, "waiter", time.Minute, "", time.Minute, redisnode.Stamp(), ""); err != nil || tok != 0 {
+			t.Fatalf("waiter: token %d, %v; want refused", tok, err)
+		}
+		if n := srv.Commands(t) - before; i == 1 && n != 8 {
+			t.Errorf("the waiter's second attempt ran %d commands, want 8", n)
+		}
+	}
+	if ok, _, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	v, err := rdb.Get(ctx, k.Lock).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v, "waiter\n") {
+		t.Errorf("after the release the lock holds %q; want it handed over to the waiter", v)
+	}
+}
