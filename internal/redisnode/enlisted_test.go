@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock-go/distlock/internal/redisnode"
 	"github.com/distlock-go/distlock/internal/testserver"
 )
@@ -62,16 +64,7 @@ func TestFairWaiterBehindEnlistedLease(t *testing.T) {
 	if tok, _, err := redisnode.AcquireFair(ctx, rdb, k, "fair", time.Minute, "", time.Minute, redisnode.Stamp(), ""); err != nil || tok != 0 {
 		t.Fatalf("fair waiter: token %d, %v; want refused", tok, err)
 	}
-	if ok, _, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
-		t.Fatalf("release: %v, %v", ok, err)
-	}
-	v, err := rdb.Get(ctx, k.Lock).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(v, "fair\n") {
-		t.Errorf("after the release the lock holds %q; want it handed over to the fair waiter", v)
-	}
+	releaseHandsTo(t, rdb, k, "fair")
 }
 
 // TestFairRefusalSkipsHead: a fair waiter's attempt refused by a held
@@ -100,6 +93,14 @@ func TestFairRefusalSkipsHead(t *testing.T) {
 			t.Errorf("the waiter's second attempt ran %d commands, want 8", n)
 		}
 	}
+	releaseHandsTo(t, rdb, k, "waiter")
+}
+
+// releaseHandsTo releases k's lease of "holder" (client "h") and checks
+// that the release handed the lock over to the fair waiter owner.
+func releaseHandsTo(t *testing.T, rdb *redis.Client, k redisnode.Keys, owner string) {
+	t.Helper()
+	ctx := context.Background()
 	if ok, _, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
 		t.Fatalf("release: %v, %v", ok, err)
 	}
@@ -107,7 +108,7 @@ func TestFairRefusalSkipsHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(v, "waiter\n") {
-		t.Errorf("after the release the lock holds %q; want it handed over to the waiter", v)
+	if !strings.HasPrefix(v, owner+"\n") {
+		t.Errorf("after the release the lock holds %q; want it handed over to %s", v, owner)
 	}
 }
