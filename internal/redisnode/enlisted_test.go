@@ -55,6 +55,9 @@ func TestFairWaiterBehindEnlistedLease(t *testing.T) {
 	rdb := newClient(t, srv.Addr())
 	ctx := context.Background()
 	k := redisnode.KeysFor("enlisted:", t.Name())
+	if err := redisnode.LoadScripts(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
 	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
 		t.Fatalf("holder: token %d, %v", tok, err)
 	}
@@ -64,7 +67,7 @@ func TestFairWaiterBehindEnlistedLease(t *testing.T) {
 	if tok, _, err := redisnode.AcquireFair(ctx, rdb, k, "fair", time.Minute, "", time.Minute, redisnode.Stamp(), ""); err != nil || tok != 0 {
 		t.Fatalf("fair waiter: token %d, %v; want refused", tok, err)
 	}
-	releaseHandsTo(t, rdb, k, "fair")
+	releaseHandsTo(t, srv, rdb, k, "fair")
 }
 
 // TestFairRefusalSkipsHead: a fair waiter's attempt refused by a held
@@ -93,16 +96,23 @@ func TestFairRefusalSkipsHead(t *testing.T) {
 			t.Errorf("the waiter's second attempt ran %d commands, want 8", n)
 		}
 	}
-	releaseHandsTo(t, rdb, k, "waiter")
+	releaseHandsTo(t, srv, rdb, k, "waiter")
 }
 
 // releaseHandsTo releases k's lease of "holder" (client "h") and checks
-// that the release handed the lock over to the fair waiter owner.
-func releaseHandsTo(t *testing.T, rdb *redis.Client, k redisnode.Keys, owner string) {
+// that the release handed the lock over to the fair waiter owner, in one
+// script of ten commands: the lock's and the counter's MGET, the head of
+// the line, the clock, the head's place, its leaving the line (ZREM, HDEL,
+// and ZCARD for others), the new lease, the message and the script.
+func releaseHandsTo(t *testing.T, srv *testserver.Redis, rdb *redis.Client, k redisnode.Keys, owner string) {
 	t.Helper()
 	ctx := context.Background()
+	before := srv.Commands(t)
 	if ok, _, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
 		t.Fatalf("release: %v, %v", ok, err)
+	}
+	if n := srv.Commands(t) - before; n != 10 {
+		t.Errorf("the hand-over ran %d commands, want 10", n)
 	}
 	v, err := rdb.Get(ctx, k.Lock).Result()
 	if err != nil {

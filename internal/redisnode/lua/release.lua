@@ -31,7 +31,10 @@
 -- The fast path, before the helpers are built: the owner's own lease,
 -- which nobody waited for and which is no writer's, goes without a
 -- message, leaving the free record that names this call in its place.
-local v = redis.call('GET', lock)
+-- The lock and its counter, read at once: a hand-over issues a token
+-- after both (hand_over), and an MGET costs no more than the lock's GET.
+local read = redis.call('MGET', lock, counter)
+local v, counter_text = read[1], read[2]
 local prefix = owner .. '\n'
 if v and string.sub(v, 1, #prefix) == prefix and string.sub(v, -#WAITED) ~= WAITED
     and string.sub(v, -#ENLISTED) ~= ENLISTED and string.sub(v, -#WRITER) ~= WRITER then
@@ -54,8 +57,7 @@ local function hand_over(head, rec, us, now, v)
     return false
   end
   local px = math.min(tonumber(ttl), tonumber(place))
-  local f = redis.call('GET', counter)
-  local last = highest(lease_token(v), f and tonumber(f) or nil)
+  local last = highest(lease_token(v), counter_text and tonumber(counter_text) or nil)
   local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return false
