@@ -64,12 +64,16 @@
 // client that vanished costs the others a wait of at most their safety
 // poll (distlock.WithSafetyPoll) or the holder's TTL. A waiter woken by
 // name marks the lease it takes as waited for, so its release wakes the
-// next (in a handoff the releaser has enlisted itself by then). A client that releases the lock, hears its
-// releases, and wakes another client yields to it for 20 ms: its own
-// attempts on the free lock are refused meanwhile (and enlist it), so that
+// next (in a handoff the releaser has enlisted itself by then). A client
+// that releases the lock and wakes another client yields to it for 20 ms,
+// or until the lock's channel next brings it a message: the release tells
+// it to, and while it hears the lock's releases, its own attempts only
+// enlist it and are refused, in one round trip that reads nothing, so that
 // a worker that asks again at once does not take the lock back before the
-// woken waiter can ask. Writers' releases, semaphores and Redlock still
-// wake every waiter.
+// woken waiter can ask. The release of a lease that only plain attempts
+// waited for does not look at the fair queue (a fair attempt marks the
+// lease for it). Writers' releases, semaphores and Redlock still wake
+// every waiter.
 //
 // # Fair locks
 //

@@ -39,6 +39,7 @@ type Backend struct {
 	clockOff  bool
 	risks     redisnode.RiskCache
 	givebacks givebacks          // see giveback.go
+	yields    yields             // see yield.go
 	opts      driver.OptionCheck // the first invalid option, if any
 }
 
@@ -228,9 +229,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 			}
 			token, wait, err = redisnode.AcquireFair(ctx, b.rdb, k, req.Owner, req.TTL, desc, req.Queue, stamp, "")
 		default:
-			// Enlisted when refused, if this client hears the lock's
-			// releases: the release then wakes this client alone.
-			token, wait, err = redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, b.notify.Hears(k.Channel))
+			token, wait, err = b.acquirePlain(ctx, k, req, desc)
 		}
 	case driver.Write:
 		token, wait, err = redisnode.AcquireWrite(ctx, b.rdb, k, req.Owner, req.TTL, redisnode.Describe(req.Meta), req.Queue)
@@ -254,6 +253,24 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 		return driver.Grant{RetryAfter: wait}, nil
 	}
 	return driver.Grant{Acquired: true, Token: token, ValidFor: req.TTL - b.drift(req.TTL)}, nil
+}
+
+// acquirePlain makes one attempt at a plain mutex. The attempt enlists
+// this client when refused, if the client hears the lock's releases: the
+// release then wakes this client alone. While the client yields on the
+// lock (see yield.go) and hears its releases, the attempt only enlists it;
+// such an attempt leaves alone what [redisnode.Notifier.Hears] would say
+// of a release that named this client before, for the next real attempt.
+func (b *Backend) acquirePlain(ctx context.Context, k redisnode.Keys, req driver.Request, desc string) (uint64, time.Duration, error) {
+	if b.yields.any() {
+		if mark := b.notify.Mark(k.Channel); mark != 0 {
+			if released, left, ok := b.yields.active(k.Channel, mark); ok {
+				_, _, err := redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, redisnode.Yielding(b.notify.ID(), released))
+				return 0, left, err
+			}
+		}
+	}
+	return redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, b.notify.Hears(k.Channel))
 }
 
 // handedOver returns the grant a release handed over to owner, a fair
@@ -345,8 +362,18 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	}
 	k := b.keys.Get(l.Key)
 	b.givebacks.forget(l.Key, l.Owner)
-	release := byKind(l.Kind, redisnode.ReleaseRead, redisnode.ReleasePermit, b.release)
-	ok, err := release(ctx, b.rdb, k, l.Owner)
+	var (
+		ok  bool
+		err error
+	)
+	switch l.Kind {
+	case driver.Read:
+		ok, err = redisnode.ReleaseRead(ctx, b.rdb, k, l.Owner)
+	case driver.Permit:
+		ok, err = redisnode.ReleasePermit(ctx, b.rdb, k, l.Owner)
+	default:
+		ok, err = b.release(ctx, k, l)
+	}
 	if err == nil && !ok && l.Kind == driver.Exclusive {
 		err = redisnode.Leave(ctx, b.rdb, k, l.Owner)
 	}
@@ -356,9 +383,17 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	return misconfigured(err)
 }
 
-// release releases a lock of this client's (see [redisnode.ReleaseAs]).
-func (b *Backend) release(ctx context.Context, rdb redis.Scripter, k redisnode.Keys, owner string) (bool, error) {
-	return redisnode.ReleaseAs(ctx, rdb, k, owner, b.notify.ID())
+// release releases the lock l of this client's (see
+// [redisnode.ReleaseAs]), and yields on it when the release woke another
+// client by name (see yield.go). The channel's mark is taken before the
+// release is sent: a message for this client from then on ends the yield.
+func (b *Backend) release(ctx context.Context, k redisnode.Keys, l driver.Lease) (bool, error) {
+	mark := b.notify.Mark(k.Channel)
+	ok, yield, err := redisnode.ReleaseAs(ctx, b.rdb, k, l.Owner, b.notify.ID())
+	if yield != 0 {
+		b.yields.start(k.Channel, yield, mark)
+	}
+	return ok, err
 }
 
 // Refresh implements driver.Backend: compare-and-extend, in one round trip

@@ -223,3 +223,59 @@ func holdFor(t *testing.T, srv *testserver.Redis) *distlock.Lock {
 	}
 	return l
 }
+
+// TestHandoffCommands: a handoff between two clients (the holder, which
+// hears the lock as a worker that waited for it before does, releases and
+// at once asks again; the waiter it wakes takes the lock) runs at most 12
+// commands on the server: the release's script (its read of the lock, the
+// waiters' ZPOPMIN, the free record, the wake-up), the releaser's refused
+// attempt while it yields (its script, the enlisting and the set's
+// expiry), and the woken waiter's grant (its script, the read of the
+// lock's records, the clock and the lease).
+func TestHandoffCommands(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	ctx := context.Background()
+	hb := newBackend(t, newClient(t, srv.Addr()))
+	holder := distlock.New(hb, distlock.WithTTL(time.Minute))
+	defer holder.Close()
+	probe, err := hb.Watch(ctx, t.Name(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	m := holder.Mutex(t.Name())
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server has the scripts by now: a first release of another key
+	// loads the release script.
+	if other, err := holder.Mutex(t.Name() + "-other").Lock(ctx); err != nil {
+		t.Fatal(err)
+	} else if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, got := startWaiters(t, srv, t.Name(), 1, time.Minute)
+	before := srv.Commands(t)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := m.TryLock(ctx); err == nil {
+		again.Unlock(ctx)
+		t.Fatal("the releaser took the lock back at once: it did not yield to the waiter it woke")
+	} else if !errors.Is(err, distlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-got:
+		n := srv.Commands(t) - before
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n > 12 {
+			t.Errorf("the handoff ran %d commands, want at most 12", n)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the woken waiter did not get the lock")
+	}
+}

@@ -15,7 +15,7 @@ import (
 // handoff the releaser has enlisted itself by then): it runs one script of
 // four commands (the MGET of the lock's records, the clock, the lease and
 // the script), and its release wakes the waiters, though nobody is
-// enlisted.
+// enlisted: the lease is marked as waited for by enlisted clients.
 func TestNamedGrantMarksWaited(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	rdb := newClient(t, srv.Addr())
@@ -27,7 +27,7 @@ func TestNamedGrantMarksWaited(t *testing.T) {
 	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
 		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
 	}
-	if ok, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
+	if ok, _, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h"); err != nil || !ok {
 		t.Fatalf("release: %v, %v", ok, err)
 	}
 	before := srv.Commands(t)
@@ -41,7 +41,7 @@ func TestNamedGrantMarksWaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(v, "\n~") {
+	if !strings.HasSuffix(v, "\n~>") {
 		t.Errorf("the named waiter's lease %q is not marked as waited for", v)
 	}
 }

@@ -48,7 +48,6 @@ type Keys struct {
 	Writing string // the writer waiting for the readers to leave
 	Holds   string // a re-entrant lease's holds (hash: owner -> 1)
 	Waiters string // the clients whose plain waiters a release may wake, one at a time (sorted set)
-	Yield   string // the client that released the lock to another a moment ago, and yields to it
 	// PermitReceipts, ReadReceipts and HoldReceipts name the releases of
 	// permits, of readers and of a re-entrant lease's holds (sorted sets by
 	// expiry), so that the same call sent again after a lost reply knows it
@@ -95,11 +94,11 @@ func keysFor(prefix, name string, g Guard, grant any) Keys {
 	k.PermitReceipts, k.ReadReceipts = base+":receipts", base+":rreceipts"
 	k.Holds, k.HoldReceipts = base+":holds", base+":hreceipts"
 	k.Permits, k.Tokens = base+":permits", base+":tokens"
-	k.Waiters, k.Yield = base+waitersSuffix, base+":yield"
+	k.Waiters = base + waitersSuffix
 	names := [numKeys]any{kLock: k.Lock, kFence: k.Fence, kGuard: k.Guard, kQueue: k.Queue, kPlaces: k.Places,
 		kHolds: k.Holds, kHoldReceipts: k.HoldReceipts, kWriting: k.Writing,
 		kReaders: k.Readers, kRTokens: k.RTokens, kReadReceipts: k.ReadReceipts,
-		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts, kWaiters: k.Waiters, kYield: k.Yield}
+		kPermits: k.Permits, kTokens: k.Tokens, kPermitReceipts: k.PermitReceipts, kWaiters: k.Waiters}
 	n := 0
 	for _, s := range scripts {
 		n += len(s.keys)
@@ -270,12 +269,14 @@ func Acquire(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl ti
 // client "" enlists nobody; the release of a lease that refused such an
 // attempt, and finds nobody enlisted, wakes every waiter. A client given
 // as "+" and its id was named by a release since its last attempt: a
-// grant to it is marked as waited for.
+// grant to it is marked as waited for. A client given by [Yielding]
+// yields: the attempt enlists it and is refused (0, 0) without looking at
+// the lock.
 func AcquireAs(ctx context.Context, c redis.Scripter, k Keys, owner string, ttl time.Duration, desc, client string) (token uint64, holderTTL time.Duration, err error) {
 	buf := argvs.Get().(*[]any)
 	keys, args := k.of(acquireScript), []any{boxOwner(owner), boxMillis(ttl), boxDesc(desc), k.grant, boxClient(client)}
 	if client == "" {
-		// Enlisting nobody, the attempt leaves off waiters, yield and client.
+		// Enlisting nobody, the attempt leaves off waiters and client.
 		keys, args = keys[:len(keys)-acquireScript.optKeys], args[:len(args)-acquireScript.optArgs]
 	}
 	token, holderTTL, err = grantOf(runIn(ctx, c, acquireScript, buf, keys, args), k, driver.Exclusive, 0)
@@ -513,7 +514,7 @@ func GiveBack(ctx context.Context, c redis.Scripter, k Keys, owner string, token
 	// owner matches this grant and no later one (see release.lua).
 	named := owner + "\n" + strconv.FormatUint(token, 10)
 	n, err := run(ctx, c, releaseScript, k.of(releaseScript), named, k.channel, call, receiptMillis, wakeArgs[WakeNext], noClient, k.grant).Int64()
-	return n == 1, err
+	return n != 0, err
 }
 
 // ReleaseWaking is [Release], waking the waiters as wake says.
@@ -522,11 +523,25 @@ func ReleaseWaking(ctx context.Context, c redis.Scripter, k Keys, owner string, 
 }
 
 // ReleaseAs is [Release] by the client whose notifier's id is client
-// ([Notifier.ID]): when the release wakes another client by name, this
-// one yields to it for a moment (see [AcquireAs]) rather than take the
-// lock back before the woken waiter can ask.
-func ReleaseAs(ctx context.Context, c redis.Scripter, k Keys, owner, client string) (bool, error) {
-	return releaseAs(ctx, c, k, owner, WakeNext, boxClient(client))
+// ([Notifier.ID]). When the release woke another client by name, it
+// returns the released lease's token as yield (else 0): this client
+// should then yield to the woken one for a moment ([Yielding]) rather
+// than take the lock back before it can ask.
+func ReleaseAs(ctx context.Context, c redis.Scripter, k Keys, owner, client string) (released bool, yield uint64, err error) {
+	n, err := releaseN(ctx, c, k, owner, WakeNext, boxClient(client))
+	if n < 0 {
+		return true, uint64(-n), err
+	}
+	return n == 1, 0, err
+}
+
+// Yielding returns the client argument of an attempt by the client client
+// ([Notifier.ID]) on a lock whose lease of token it released a moment ago,
+// waking another client by name ([ReleaseAs]): the attempt enlists the
+// client, scored by token, and is refused, so that the woken one finds
+// the lock free (see acquire.lua).
+func Yielding(client string, token uint64) string {
+	return "-" + strconv.FormatUint(token, 10) + " " + client
 }
 
 // boxClient returns client as a command argument, boxed once for the
@@ -544,11 +559,18 @@ var lastClient atomic.Value
 var noClient any = ""
 
 func releaseAs(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake, client any) (bool, error) {
+	n, err := releaseN(ctx, c, k, owner, wake, client)
+	return n != 0, err
+}
+
+// releaseN runs the release script; its reply is 1 (or minus a token, see
+// [ReleaseAs]) when released, 0 when not held.
+func releaseN(ctx context.Context, c redis.Scripter, k Keys, owner string, wake Wake, client any) (int64, error) {
 	buf := argvs.Get().(*[]any)
 	n, err := runIn(ctx, c, releaseScript, buf, k.of(releaseScript), []any{boxOwner(owner), k.channel, receiptID, receiptMillis, wakeArgs[wake], client, k.grant}).Int64()
 	clear(*buf)
 	argvs.Put(buf)
-	return n == 1, err
+	return n, err
 }
 
 // ReceiptTTL is how long a release's receipt lasts: longer than a client's

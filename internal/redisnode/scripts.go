@@ -24,9 +24,9 @@ import (
 var (
 	acquireScript = define(spec{
 		name: "acquire", body: acquireSrc, libs: []string{tokenLib, kindLib},
-		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}, {"yield", kYield}},
+		keys:    []binding{{"lock", kLock}, {"counter", kFence}, {"marker", kGuard}, {"waiters", kWaiters}},
 		args:    []string{"owner", "ttl", "desc", "guard", "client"},
-		optKeys: 2, optArgs: 1,
+		optKeys: 1, optArgs: 1,
 	})
 	// Redlock's acquire is acquire.lua behind a fast path of its own, on
 	// the same keys and arguments.
@@ -39,7 +39,7 @@ var (
 		keys: []binding{
 			{"lock", kLock}, {"queue", kQueue}, {"places", kPlaces}, {"writing", kWriting},
 			{"holds", kHolds}, {"hold_receipts", kHoldReceipts}, {"counter", kFence}, {"marker", kGuard},
-			{"waiters", kWaiters}, {"yield", kYield},
+			{"waiters", kWaiters},
 		},
 		args: []string{"owner", "channel", "call", "receipt_life", "wake", "client", "guard"},
 	})
@@ -221,7 +221,6 @@ const (
 	kTokens
 	kPermitReceipts
 	kWaiters
-	kYield
 	numKeys
 )
 

@@ -54,22 +54,27 @@ if other then
   return other
 end
 local us, now = clock()
--- Waiters whose place lapsed (they stopped trying) leave the head.
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
-while head do
-  if deadline(redis.call('HGET', places, head)) > now then
-    break
-  end
-  redis.call('ZREM', queue, head)
-  redis.call('HDEL', places, head)
+-- Waiters whose place lapsed (they stopped trying) leave the head, when
+-- the lock is free and the head decides who takes it. While it is held,
+-- the release drops them (live_head in queue.lua).
+local head
+if not v then
   head = redis.call('ZRANGE', queue, 0, 0)[1]
+  while head do
+    if deadline(redis.call('HGET', places, head)) > now then
+      break
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', places, head)
+    head = redis.call('ZRANGE', queue, 0, 0)[1]
+  end
 end
 local guarded = 0
 if not v and (not head or head == owner) then
   local fence, text = issue(counter, marker, us, guard, last, true)
   if fence then
-    local others = head and leave_line(queue, places, owner)
-    redis.call('SET', lock, lease(holder, text, now .. carry(free), desc, others), 'PX', ttl)
+    local mark = head and leave_line(queue, places, owner) and WAITED
+    redis.call('SET', lock, lease(holder, text, now .. carry(free), desc, mark), 'PX', ttl)
     if reentry ~= '' then
       first_hold(holds, owner, ttl)
     end

@@ -6,19 +6,19 @@
 -- the fast path does not decide.
 
 -- WAITED ends the value of a lease that has refused an attempt (or was
--- granted while others queued): its release wakes the waiters. A lease
--- nobody waited for is released without a message.
+-- granted while others queued): its release wakes the waiters, and looks
+-- for fair ones first. ENLISTED ends it instead when only plain attempts,
+-- which enlist their clients (see acquire.lua), waited for it: its release
+-- wakes the client enlisted first without looking at the fair queue. An
+-- attempt of any other kind turns ENLISTED into WAITED (see refused in
+-- token.lua). A lease nobody waited for is released without a message.
 local WAITED = '\n~'
+local ENLISTED = '\n~>'
 
 -- WRITER is the last line of the description of a read-write lock's
 -- writer (before WAITED, if the lease is marked so). The client's own
 -- description lines are never exactly this.
 local WRITER = '\ndistlock.kind=write'
-
--- YIELD is how long, in ms, a client that released a lock and woke
--- another by name yields to it: its attempts on the free lock are refused
--- meanwhile (see release.lua).
-local YIELD = 20
 
 -- COUNTER_LIFE is how long, in ms, a fencing counter outlives its last
 -- write at least, so that a key nobody uses leaves nothing behind.
@@ -89,8 +89,18 @@ end
 -- the counter is not above the free record's token, so no reader or
 -- permit can have been granted since that lease ended and the free record
 -- keeps the highest token (see records in token.lua); the lease is
--- marked as waited for when others wait (others). It returns the
+-- marked as waited for by enlisted clients when others wait (others). It returns the
 -- token, or nil, having changed nothing, when the records are not quiet.
+--
+-- It reads the clock although last + 1 would do most of the time: only the
+-- clock tells whether a token is at or below it, which is what lets the
+-- lease and its free record alone keep it (see issue in token.lua). A
+-- grant that gave last + 1 unread would not know whether the clock was set
+-- back since last was issued; if it was, by more than the lease and its
+-- free record last, the token would expire with them while still above
+-- the clock, and the next grant, reading the clock on empty records, would
+-- issue a lower one, with no data lost. Writing each such token to the
+-- counter instead costs the command that skipping the clock saves.
 local function take_quiet(lock, counter, r, holder, desc, ttl, guard, others)
   local last = tonumber(string.match(r[1], '\n(%d+)$'))
   if not last or (r[2] and tonumber(r[2]) > last) then
@@ -102,7 +112,7 @@ local function take_quiet(lock, counter, r, holder, desc, ttl, guard, others)
   local token, text = mint(counter, us, grain, last, true)
   local v = holder .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. carry(r[1]) .. '\n' .. desc
   if others then
-    v = v .. WAITED
+    v = v .. ENLISTED
   end
   redis.call('SET', lock, v, 'PX', ttl)
   return token

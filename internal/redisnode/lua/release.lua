@@ -2,7 +2,8 @@
 -- the lock goes straight to the oldest live fair waiter, if its client
 -- takes grants by message, or the message names that waiter, whose turn it
 -- is; else it names the client enlisted first (see wake_one), or nobody
--- (every waiter may try). A writer of a read-write lock that
+-- (every waiter may try); the fair line is not looked at when only plain
+-- attempts waited (ENLISTED, see prelude.lua). A writer of a read-write lock that
 -- gave up waiting withdraws its claim on the readers. A hold of a
 -- re-entrant lease (see acquire_reentrant.lua) ends; the lease ends with
 -- its last hold.
@@ -10,7 +11,7 @@
 -- writer), holds (a re-entrant lease's), hold_receipts (of its holds'
 -- releases, sorted set: owner LF call id -> expiry ms), counter
 -- (fencing), marker (the restart guard's), waiters (the clients enlisted
--- by refused attempts, see acquire.lua), yield (see wake_one).
+-- by refused attempts, see acquire.lua).
 -- Arguments: owner, channel (to publish on), call (the call's id),
 -- receipt_life (how long the receipt lasts, ms), wake (what the wake-up
 -- says): '' the
@@ -22,15 +23,21 @@
 -- token.lua) wakes nobody either way; client (the releasing client's id,
 -- or '': see wake_one); guard (see token.lua), for a grant handed on.
 -- Returns 1 when released (by this call, or by its first sending when this
--- is a repeat after a lost reply), 0 when the owner did not hold it.
+-- is a repeat after a lost reply), minus the released lease's token when
+-- released by this call, which woke another client by name (see wake_one:
+-- the releasing client yields to it for a moment, see acquire.lua), 0
+-- when the owner did not hold it.
 --
 -- The fast path, before the helpers are built: the owner's own lease,
 -- which nobody waited for and which is no writer's, goes without a
 -- message, leaving the free record that names this call in its place.
-local v = redis.call('GET', lock)
+-- The lock and its counter, read at once: a hand-over issues a token
+-- after both (hand_over), and an MGET costs no more than the lock's GET.
+local read = redis.call('MGET', lock, counter)
+local v, counter_text = read[1], read[2]
 local prefix = owner .. '\n'
 if v and string.sub(v, 1, #prefix) == prefix and string.sub(v, -#WAITED) ~= WAITED
-    and string.sub(v, -#WRITER) ~= WRITER then
+    and string.sub(v, -#ENLISTED) ~= ENLISTED and string.sub(v, -#WRITER) ~= WRITER then
   redis.call('SET', lock, free_record(prefix .. call, string.match(v, '^[^\n]*\n(%d+)')), 'PX', COUNTER_LIFE)
   return 1
 end
@@ -50,14 +57,13 @@ local function hand_over(head, rec, us, now, v)
     return false
   end
   local px = math.min(tonumber(ttl), tonumber(place))
-  local f = redis.call('GET', counter)
-  local last = highest(lease_token(v), f and tonumber(f) or nil)
+  local last = highest(lease_token(v), counter_text and tonumber(counter_text) or nil)
   local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return false
   end
-  local others = leave_line(queue, places, head)
-  redis.call('SET', lock, lease(head, text, now .. ' ' .. redis.sha1hex(call), desc, others), 'PX', px)
+  local mark = leave_line(queue, places, head) and WAITED
+  redis.call('SET', lock, lease(head, text, now .. ' ' .. redis.sha1hex(call), desc, mark), 'PX', px)
   redis.call('PUBLISH', channel, '=' .. head .. '\n' .. text .. '\n' .. px .. '\n' .. stamp)
   return true
 end
@@ -88,20 +94,17 @@ end
 -- notifier wakes its own waiters alone, or passes the wake-up on (see
 -- pass.lua). '' (every waiter) when none is enlisted, or for a writer,
 -- whose release may let in every reader.
+-- It reports too whether the releasing client, named by client, is to
+-- yield to the one woken: it would take the lock back first.
 local function wake_one(v)
   if is_writer(v) then
-    return ''
+    return '', false
   end
   local first = redis.call('ZPOPMIN', waiters)[1]
   if first then
-    if client ~= '' and first ~= client then
-      -- The releasing client yields to the one woken for YIELD ms
-      -- (see acquire.lua): it would take the lock back first.
-      redis.call('SET', yield, client, 'PX', YIELD)
-    end
-    return '>' .. first
+    return '>' .. first, client ~= '' and first ~= client
   end
-  return ''
+  return '', false
 end
 
 call = prefix .. call
@@ -158,10 +161,25 @@ if last then
   elseif say == '-' then
     redis.call('SET', lock, freed, 'PX', COUNTER_LIFE)
   else
-    local head, rec, us, now = live_head(queue, places)
+    -- A lease that only plain attempts waited for (ENLISTED) has no fair
+    -- waiter to look for: a fair attempt it refused marked it WAITED. (A
+    -- plain grant ignores the fair line, as the package documentation
+    -- says: fair waiters that queued before it wait for their next try.)
+    local head, rec, us, now
+    if string.sub(v, -#ENLISTED) ~= ENLISTED then
+      head, rec, us, now = live_head(queue, places)
+    end
     if not (head and hand_over(head, rec, us, now, v)) then
       redis.call('SET', lock, freed, 'PX', COUNTER_LIFE)
-      redis.call('PUBLISH', channel, head or wake_one(v))
+      if head then
+        redis.call('PUBLISH', channel, head)
+      else
+        local message, yields = wake_one(v)
+        redis.call('PUBLISH', channel, message)
+        if yields then
+          return -tonumber(lease_text(v))
+        end
+      end
     end
   end
   return 1

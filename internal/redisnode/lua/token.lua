@@ -15,24 +15,31 @@ local function clock()
   return us, math.floor(us / 1000)
 end
 
--- WAITED, WRITER, COUNTER_LIFE and mint are in prelude.lua.
+-- WAITED, ENLISTED, WRITER, COUNTER_LIFE and mint are in prelude.lua.
 
--- waited reports whether the lease value v is marked as waited for.
+-- waited reports whether the lease value v is marked as waited for, by
+-- anyone (WAITED) or by enlisted clients alone (ENLISTED).
 local function waited(v)
-  return string.sub(v, -2) == WAITED
+  return string.sub(v, -#WAITED) == WAITED or string.sub(v, -#ENLISTED) == ENLISTED
 end
 
 -- refused is the reply of an attempt refused by the lease on lock, whose
 -- value is v: minus its remaining TTL in ms, at least 1 (a lease in its
 -- last millisecond is a retry soon, not an unknown wait), or 0 for a key
--- without a TTL. It marks the lease as waited for.
-local function refused(lock, v)
+-- without a TTL. It marks the lease as waited for: with mark, ENLISTED
+-- for a plain attempt (see acquire.lua), or WAITED, which an attempt of
+-- any other kind puts in place of ENLISTED, so that the release looks for
+-- fair waiters too.
+local function refused(lock, v, mark)
   local pttl = redis.call('PTTL', lock)
   if pttl < 0 then
     return 0
   end
-  if not waited(v) then
-    redis.call('SET', lock, v .. WAITED, 'KEEPTTL')
+  mark = mark or WAITED
+  if mark == WAITED and string.sub(v, -#ENLISTED) == ENLISTED then
+    redis.call('SET', lock, string.sub(v, 1, -#ENLISTED - 1) .. WAITED, 'KEEPTTL')
+  elseif not waited(v) then
+    redis.call('SET', lock, v .. mark, 'KEEPTTL')
   end
   return -math.max(1, pttl)
 end
@@ -158,11 +165,11 @@ end
 -- lease returns the value of a lease of holder (an owner, or a re-entrant
 -- lease's mark) with token text, granted at since (server ms, and the
 -- receipt it carries, see carry in prelude.lua), described by desc; marked
--- as waited for when others wait in line.
-local function lease(holder, text, since, desc, others)
+-- as waited for with mark (WAITED or ENLISTED) when others wait.
+local function lease(holder, text, since, desc, mark)
   local v = holder .. '\n' .. text .. '\n' .. since .. '\n' .. desc
-  if others then
-    return v .. WAITED
+  if mark then
+    return v .. mark
   end
   return v
 end
@@ -175,15 +182,16 @@ end
 
 -- take writes a new lease on lock, free (its free record free, or nil),
 -- for head (an owner, or a re-entrant lease's mark) with the description
--- desc and a TTL of ttl ms, marked as waited for when others wait, and returns its token, the next after last
--- (see issue); or, while the restart guard (marker) holds grants back,
--- its refusal (see guard_refusal).
-local function take(lock, counter, marker, head, desc, ttl, guard, last, free, others)
+-- desc and a TTL of ttl ms, marked with mark (see lease) when others
+-- wait, and returns its token, the next after last (see issue); or, while
+-- the restart guard (marker) holds grants back, its refusal (see
+-- guard_refusal).
+local function take(lock, counter, marker, head, desc, ttl, guard, last, free, mark)
   local us, since = clock()
   local fence, text = issue(counter, marker, us, guard, last, true)
   if not fence then
     return guard_refusal(text)
   end
-  redis.call('SET', lock, lease(head, text, since .. carry(free), desc, others), 'PX', ttl)
+  redis.call('SET', lock, lease(head, text, since .. carry(free), desc, mark), 'PX', ttl)
   return fence
 end
