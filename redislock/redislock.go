@@ -39,7 +39,7 @@ type Backend struct {
 	clockOff  bool
 	risks     redisnode.RiskCache
 	givebacks givebacks          // see giveback.go
-	yields    yields             // see yield.go
+	yields    redisnode.Yields   // see redisnode.Yields
 	opts      driver.OptionCheck // the first invalid option, if any
 }
 
@@ -258,13 +258,13 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Grant
 // acquirePlain makes one attempt at a plain mutex. The attempt enlists
 // this client when refused, if the client hears the lock's releases: the
 // release then wakes this client alone. While the client yields on the
-// lock (see yield.go) and hears its releases, the attempt only enlists it;
+// lock (see redisnode.Yields) and hears its releases, the attempt only enlists it;
 // such an attempt leaves alone what [redisnode.Notifier.Hears] would say
 // of a release that named this client before, for the next real attempt.
 func (b *Backend) acquirePlain(ctx context.Context, k redisnode.Keys, req driver.Request, desc string) (uint64, time.Duration, error) {
-	if b.yields.any() {
+	if b.yields.Any() {
 		if mark := b.notify.Mark(k.Channel); mark != 0 {
-			if released, left, ok := b.yields.active(k.Channel, mark); ok {
+			if released, left, ok := b.yields.Active(k.Channel, mark); ok {
 				_, _, err := redisnode.AcquireAs(ctx, b.rdb, k, req.Owner, req.TTL, desc, redisnode.Yielding(b.notify.ID(), released))
 				return 0, left, err
 			}
@@ -385,13 +385,13 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 
 // release releases the lock l of this client's (see
 // [redisnode.ReleaseAs]), and yields on it when the release woke another
-// client by name (see yield.go). The channel's mark is taken before the
+// client by name (see redisnode.Yields). The channel's mark is taken before the
 // release is sent: a message for this client from then on ends the yield.
 func (b *Backend) release(ctx context.Context, k redisnode.Keys, l driver.Lease) (bool, error) {
 	mark := b.notify.Mark(k.Channel)
 	ok, yield, err := redisnode.ReleaseAs(ctx, b.rdb, k, l.Owner, b.notify.ID())
 	if yield != 0 {
-		b.yields.start(k.Channel, yield, mark)
+		b.yields.Start(k.Channel, yield, mark)
 	}
 	return ok, err
 }

@@ -153,11 +153,15 @@ func (b *Backend) cast(ctx context.Context, req driver.Request, k redisnode.Keys
 			gctx, cancel := context.WithTimeout(ctx, b.timeout(ttl))
 			// Refused, the attempt enlists this client at the gate, if it
 			// hears the gate's releases: the next release there wakes the
-			// client enlisted first, not every waiter.
-			client := b.nodes[g].notify.Hears(k.Channel)
+			// client enlisted first, not every waiter. While this client
+			// yields on the gate's lock to a client its release woke, the
+			// attempt only enlists it, and it waits out the yield.
+			client, yielding := b.gateClient(k, g)
 			token, holderTTL, err := acquireOn(gctx, b.nodes[g].rdb, k, owner, ttl, desc, req.Reentry, client)
 			cancel()
 			switch {
+			case err == nil && token == 0 && yielding > 0:
+				return nil, yielding, true
 			case err == nil && token == 0:
 				// Held: the holder's release wakes this waiter, or, if no
 				// release is heard, it asks every node after gateStale.

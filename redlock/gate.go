@@ -4,6 +4,8 @@ import (
 	"hash/fnv"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock-go/distlock/internal/redisnode"
 )
 
 // The gate orders contenders for a contended key (see Backend.gate).
@@ -114,4 +116,21 @@ func (b *Backend) gateRefused(key string) {
 	if ws != nil {
 		ws.refusedAt.CompareAndSwap(0, time.Now().UnixNano())
 	}
+}
+
+// gateClient returns the client argument of an attempt at the gate node g
+// on the lock of k: this client's id if it hears the gate's releases (see
+// [redisnode.Notifier.Hears]), and, while it yields on the lock there to
+// a client its release woke by name ([redisnode.Yields]), the yielding
+// attempt's argument with how much longer the yield lasts.
+func (b *Backend) gateClient(k redisnode.Keys, g int) (client string, yielding time.Duration) {
+	notify := b.nodes[g].notify
+	if b.yields.Any() {
+		if mark := notify.Mark(k.Channel); mark != 0 {
+			if released, left, ok := b.yields.Active(k.Channel, mark); ok {
+				return redisnode.Yielding(notify.ID(), released), left
+			}
+		}
+	}
+	return notify.Hears(k.Channel), 0
 }

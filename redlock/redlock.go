@@ -81,6 +81,7 @@ type Backend struct {
 	pending   pendingSet
 	watchMu   sync.Mutex
 	watched   map[string]*watchers // by key: this backend's waiters (see gate)
+	yields    redisnode.Yields     // the gate nodes' locks this client yields on
 	stop      chan struct{}        // closed by Close: workers exit
 	ownsRDB   bool                 // opened from a URL: Close closes the clients
 	closeOnce sync.Once

@@ -41,13 +41,21 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	key, owner := l.Key, l.Owner
 	k := b.keys.Get(key)
 	gate := b.gateNode(key)
+	// A message for this client on the gate's channel from now on ends
+	// the yield that the release may start there.
+	mark := b.nodes[gate].notify.Mark(k.Channel)
 	fo := b.fan(ctx, b.releaseWait(), b.all, len(b.nodes)+1, func(ctx context.Context, i int, rdb redis.UniversalClient) reply {
 		var ok bool
 		var err error
 		if i == gate {
 			// The gate wakes the client its refusals enlisted first, if
-			// any, and this client yields to it for a moment (see gate).
-			ok, err = redisnode.ReleaseAs(ctx, rdb, k, owner, b.nodes[i].notify.ID())
+			// any, and this client yields to it for a moment (see
+			// gateClient).
+			var yield uint64
+			ok, yield, err = redisnode.ReleaseAs(ctx, rdb, k, owner, b.nodes[i].notify.ID())
+			if yield != 0 {
+				b.yields.Start(k.Channel, yield, mark)
+			}
 		} else {
 			ok, err = redisnode.ReleaseWaking(ctx, rdb, k, owner, redisnode.WakeToken)
 		}

@@ -186,3 +186,48 @@ func TestWatchSinceMissed(t *testing.T) {
 		t.Error("WatchSince does not report the release between the attempt and the watch")
 	}
 }
+
+// TestReleaserYieldsAtTheGate: a client whose release at the gate woke
+// another client by name yields to it for a moment: its own attempt right
+// after is refused, with a wait no longer than the yield, and the woken
+// client takes the lock. Without the yield a worker that asks again at
+// once takes the lock back before the woken one can ask.
+func TestReleaserYieldsAtTheGate(t *testing.T) {
+	addrs := addrsOf(startNodes(t, 5))
+	ctx := context.Background()
+	const key = "yield"
+	req := func(owner string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: owner}, TTL: 10 * time.Second}
+	}
+	releaser, waiter := newBackend(t, addrs, slowNodes), newBackend(t, addrs, slowNodes)
+	// Both hear the key's releases, as clients that waited for it do.
+	for _, b := range []*redlock.Backend{releaser, waiter} {
+		w, err := b.Watch(ctx, key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+	}
+	if g, err := releaser.Acquire(ctx, req("r1")); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	if g, err := waiter.Acquire(ctx, req("w")); err != nil || g.Acquired {
+		t.Fatalf("waiter: Acquire = %+v, %v; want refused and enlisted", g, err)
+	}
+	if err := releaser.Release(ctx, req("r1").Lease); err != nil {
+		t.Fatal(err)
+	}
+	g, err := releaser.Acquire(ctx, req("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Acquired {
+		t.Fatal("the releaser took the lock straight back from the client its release woke")
+	}
+	if g.RetryAfter <= 0 || g.RetryAfter > redisnode.YieldFor {
+		t.Errorf("the yielding attempt says retry after %v; want at most the yield, %v", g.RetryAfter, redisnode.YieldFor)
+	}
+	if g, err := waiter.Acquire(ctx, req("w")); err != nil || !g.Acquired {
+		t.Fatalf("the woken waiter: Acquire = %+v, %v; want granted", g, err)
+	}
+}

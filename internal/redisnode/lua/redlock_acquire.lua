@@ -1,9 +1,10 @@
 -- Redlock's acquire: acquire.lua, after a fast path of its own for a free
 -- lock whose records are quiet (see take_quiet in prelude.lua), and for a
 -- lease of another owner already marked as waited for. The fast path is
--- for attempts that enlist no client (the keys waiters and yield and the
+-- for attempts that enlist no client (the key waiters and the
 -- argument client left off); an attempt at the key's gate node that names
--- its client goes to acquire.lua, which enlists it and sees the yield.
+-- its client goes to acquire.lua, which enlists it (and refuses at once
+-- an attempt that yields, see redisnode.Yields).
 -- The reply is acquire.lua's.
 --
 -- Redlock's token grain is coarse (100ms, redlock.TokenGrain), so
@@ -32,8 +33,8 @@ if rl_found and is_free(rl_found) and rl_grain > 0 and rl_grain < COUNTER_LIFE *
     redis.call('SET', lock, owner .. '\n' .. text .. '\n' .. math.floor(us / 1000) .. carry(rl_found) .. '\n' .. desc, 'PX', ttl)
     return token
   end
-elseif rl_found and string.sub(rl_found, -#WAITED) == WAITED and string.sub(rl_found, -#WRITER - #WAITED) ~= WRITER .. WAITED
-    and string.sub(rl_found, 1, #owner + 1) ~= owner .. '\n' then
+elseif rl_found and (string.sub(rl_found, -#ENLISTED) == ENLISTED or string.sub(rl_found, -#WAITED) == WAITED
+    and string.sub(rl_found, -#WRITER - #WAITED) ~= WRITER .. WAITED) and string.sub(rl_found, 1, #owner + 1) ~= owner .. '\n' then
   local pttl = redis.call('PTTL', lock)
   if pttl < 0 then
     return 0
