@@ -86,3 +86,39 @@ func TestUncountedFiguresAreDashes(t *testing.T) {
 		t.Errorf("the uncontended row does not end with a dash for its commands:\n%s", sql)
 	}
 }
+
+// The targets are judged on the run's medians: a figure past its limit is
+// a miss with its cause, one within it is met, and a row the run lacks is
+// not measured rather than met.
+func TestRedisTargetsJudged(t *testing.T) {
+	u := func(p50 time.Duration, cmds, allocs float64) []scenario.Uncontended {
+		return []scenario.Uncontended{{Ops: 10, P50: p50, P99: p50, OpsPerSec: 1, AllocsPerOp: allocs, BytesPerOp: 1,
+			Cmds: map[string]float64{"evalsha": cmds}}}
+	}
+	res := &Results{Single: []UncontendedRow{
+		{Lib: Lib{Name: "floor: SET NX PX + DEL", Kind: locker.Floor, Role: locker.RoleLock}, Runs: u(100*time.Microsecond, 2, 12)},
+		{Lib: Lib{Name: "bsm/redislock", Kind: locker.Peer}, Runs: u(110*time.Microsecond, 5, 33)},
+		{Lib: Lib{Name: "distlock (redislock)", Kind: locker.Ours}, Runs: u(140*time.Microsecond, 6, 18)},
+	}}
+	md := string(Markdown(res, ""))
+	_, sec, ok := strings.Cut(md, "### Against the targets")
+	if !ok {
+		t.Fatalf("no targets in:\n%s", md)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	for _, want := range []string{
+		"| A: p50, one node | 140 µs | ≤ 1.15× 100 µs (floor: SET NX PX + DEL) | **no** |",
+		"| A: p50, one node | 140 µs | ≤ 1.05× 110 µs (bsm/redislock) | **no** |",
+		"| A: server commands per acquire+release | 6.0 | ≤ 6.0 | yes |",
+		"| A: allocations per acquire+release | 18.0 | ≤ 21.0 | yes |",
+		"| B: p50, five nodes | – | – | not measured |",
+		"- **A: p50, one node**: Two Lua scripts",
+	} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("targets lack %q:\n%s", want, sec)
+		}
+	}
+	if strings.Contains(sec, "A: server commands per acquire+release**:") {
+		t.Errorf("a met target is given a cause:\n%s", sec)
+	}
+}
