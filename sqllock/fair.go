@@ -132,7 +132,7 @@ func (f txn) head(key string) (string, int64, error) {
 		owner string
 		left  int64
 	)
-	err := f.tx.QueryRowContext(f.ctx, s.head.query, s.head.args(key)...).Scan(&owner, &left)
+	err := f.row(s.head, []any{key}, &owner, &left)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", 0, nil
 	}
@@ -191,14 +191,14 @@ func (b *Backend) fairMine(ctx context.Context, req driver.Request, meta, reentr
 	args := s.args(req.Key, listed(req.Owner), micros(req.TTL), meta, reentry)
 	return retryConflict(ctx, func() (int64, error) {
 		if b.d.byInsertID {
-			res, err := b.db.ExecContext(ctx, s.query, args...)
+			res, err := b.execHot(ctx, *s, args...)
 			if err != nil {
 				return 0, err
 			}
 			return res.LastInsertId()
 		}
 		var token int64
-		err := b.db.QueryRowContext(ctx, s.query, args...).Scan(&token)
+		err := b.scanHot(ctx, *s, args, &token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, nil
 		}
