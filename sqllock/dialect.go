@@ -218,6 +218,11 @@ type dialect struct {
 	// one statement and notifies it, selecting the waiter (no row: the
 	// release is left to fairRelease); "" where a transaction does it.
 	handOver string
+	// head selects the oldest live waiter in the key $1's line and how
+	// long its place lasts (µs), taking the places that ended out of the
+	// line in the same statement; "" where a DELETE does that first (see
+	// txn.head).
+	head string
 	// turn notifies the waiter $2 (between commas, or '' for any) that
 	// the key $1 was handed to it; "" on dialects without notifications.
 	turn string

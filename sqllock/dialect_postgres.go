@@ -110,6 +110,10 @@ FROM {table} t WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM up)`
 	// in the statement's snapshot: one that joined the line while the
 	// release waited for the row is counted by its own attempt, and one
 	// that left meanwhile holds the lease no longer than its place.
+	// The DELETE's rows are still in the SELECT's snapshot, which skips
+	// them by their end: now() is the transaction's time.
+	head: `WITH ended AS (DELETE FROM {queue} WHERE name = $1 AND expires_us <= {now})
+	SELECT owner, expires_us - {now} FROM {queue} WHERE name = $1 AND expires_us > {now} ORDER BY seq, owner LIMIT 1`,
 	handOver: `WITH h AS (
 	SELECT owner, expires_us - {now} AS place FROM {queue}
 	WHERE name = $1 AND expires_us > {now} AND owner <> $2 ORDER BY seq, owner LIMIT 1

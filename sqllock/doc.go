@@ -84,7 +84,11 @@
 // session at a time, so a release wakes one waiting backend, in any
 // process, which wakes its waiter that began first; the key is kept
 // for that waiter for 20ms, and its attempt keeps the wake lock for its
-// own holding. A holder that dies frees the wake lock with its
+// own holding. A release whose process has a waiter of the key hands
+// the wake lock to it there, without letting go of it in the server, so
+// that the waiters of other processes sleep on; while a holding keeps
+// the wake lock, the waiters of its process wait in the process, not in
+// the server. A holder that dies frees the wake lock with its
 // connection, and a waiter blocks at most the holder's remaining lease,
 // and at most a second, before it reads the key's row again. A holder
 // that took the key without waiting keeps no wake lock (an uncontended

@@ -65,6 +65,9 @@ func (b *Backend) prepareFairStatements() {
 	f.handed = p(b.d.turn)
 	f.clean = p(`DELETE FROM {queue} WHERE name = $1 AND expires_us <= {now}`)
 	f.head = p(`SELECT owner, expires_us - {now} FROM {queue} WHERE name = $1 ORDER BY seq, owner LIMIT 1`)
+	if b.d.head != "" {
+		f.clean, f.head = stmt{}, p(b.d.head)
+	}
 	enqueue := `INSERT INTO {queue} (name, owner, seq, expires_us) SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, {now} + $3 FROM {queue} WHERE name = $1`
 	// $2 owner, $3 its place's length (µs).
 	f.enqueue = p(enqueue + ` ON CONFLICT (name, owner) DO UPDATE SET expires_us = excluded.expires_us`)
@@ -125,14 +128,16 @@ func (f txn) lock(key string) (r row, err error) {
 // ended.
 func (f txn) head(key string) (string, int64, error) {
 	s := &f.b.fair
-	if _, err := f.exec(s.clean, key); err != nil {
-		return "", 0, err
+	if s.clean.query != "" {
+		if _, err := f.exec(s.clean, key); err != nil {
+			return "", 0, err
+		}
 	}
 	var (
 		owner string
 		left  int64
 	)
-	err := f.tx.QueryRowContext(f.ctx, s.head.query, s.head.args(key)...).Scan(&owner, &left)
+	err := f.row(s.head, []any{key}, &owner, &left)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", 0, nil
 	}
@@ -191,14 +196,14 @@ func (b *Backend) fairMine(ctx context.Context, req driver.Request, meta, reentr
 	args := s.args(req.Key, listed(req.Owner), micros(req.TTL), meta, reentry)
 	return retryConflict(ctx, func() (int64, error) {
 		if b.d.byInsertID {
-			res, err := b.db.ExecContext(ctx, s.query, args...)
+			res, err := b.execHot(ctx, *s, args...)
 			if err != nil {
 				return 0, err
 			}
 			return res.LastInsertId()
 		}
 		var token int64
-		err := b.db.QueryRowContext(ctx, s.query, args...).Scan(&token)
+		err := b.scanHot(ctx, *s, args, &token)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, nil
 		}

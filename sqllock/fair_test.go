@@ -111,3 +111,38 @@ func TestFairHandOverRequestsPostgres(t *testing.T) {
 		t.Errorf("Inspect: %+v, %v; want held with token %d", info, err, g.Token)
 	}
 }
+
+// TestFairJoinRequestsPostgres: on PostgreSQL a fair attempt that finds
+// the key held and enters the line takes out the places that ended and
+// finds the first in line in one statement: the attempt's statement for a
+// lease handed over, then a transaction of BEGIN, the row's lock, the
+// line's head, the place, the count and COMMIT; seven requests in all.
+func TestFairJoinRequestsPostgres(t *testing.T) {
+	_, d := startPostgres(t)
+	ctx := ctxFor(t, 60*time.Second)
+	db, c := d.counting(t)
+	holder, b := d.backend(t), d.backendOn(t, db, sqllock.WithListener(nil))
+	const key = "join-in-six"
+	req := func(name string) driver.Request {
+		return driver.Request{Lease: driver.Lease{Key: key, Owner: name}, TTL: time.Minute, Fair: true, Queue: time.Minute}
+	}
+	if g, err := holder.Acquire(ctx, req("holder")); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	for i := range 3 {
+		c.take()
+		if g, err := b.Acquire(ctx, req("waiter")); err != nil || g.Acquired {
+			t.Fatalf("attempt %d: %+v, %v; want refused", i, g, err)
+		}
+		if sent := requests(c.take()); i > 0 && len(sent) > 7 {
+			t.Fatalf("attempt %d: a fair attempt entering the line made %d requests; want 7:\n%s", i, len(sent), strings.Join(sent, "\n"))
+		}
+	}
+	// The line still works: the holder's release hands the key over.
+	if err := holder.Release(ctx, req("holder").Lease); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if g, err := b.Acquire(ctx, req("waiter")); err != nil || !g.Acquired {
+		t.Fatalf("the waiter's attempt after the release: %+v, %v; want granted", g, err)
+	}
+}

@@ -25,7 +25,12 @@ import (
 // gate's connection, and for the holding that the attempt wins: the wake
 // lock passes from holder to holder, and the others stay blocked in the
 // server, one woken per release (MySQL grants a named lock to one session
-// at a time).
+// at a time). A release whose process has a gated watch of the key
+// hands the wake lock to it in the process instead (handOver): the
+// waiters of other processes stay blocked, and the server is asked only
+// when the process has no waiter of the key left. While the process
+// keeps the wake lock, its gated watches of the key wait in it (see
+// keptHere), not in the server.
 //
 // For turnFor after a release, while a gate other than the one the
 // attempt names has the wake lock, the key is kept for that gate's waiter:
@@ -74,11 +79,79 @@ type gates struct {
 const spares = 2
 
 // keptGate is a holding's wake lock, on its connection, let go of at the
-// release or when the lease ends unrenewed.
+// release or when the lease ends unrenewed; or handed by the release to a
+// waiter of the process (see handOver).
 type keptGate struct {
 	conn  *sql.Conn
 	name  string
+	id    int64     // the connection's CONNECTION_ID
+	from  *gates    // the backend whose pool lent the connection
+	hub   *localHub // the process's, which counts it; nil if unknown
+	key   string
 	timer *time.Timer
+}
+
+// newKept is the wake lock name of key, which c (whose CONNECTION_ID is
+// id, lent by b's pool) has, kept in b's process.
+func (b *Backend) newKept(c *sql.Conn, name string, id int64, key string) *keptGate {
+	k := &keptGate{conn: c, name: name, id: id, from: &b.gates, hub: b.knownHub(), key: key}
+	if k.hub != nil {
+		k.hub.mu.Lock()
+		k.hub.keepLocked(key)
+		k.hub.mu.Unlock()
+	}
+	return k
+}
+
+// release lets go of k's wake lock and gives its connection back.
+func (k *keptGate) release() {
+	k.from.put(k.conn, k.name, true)
+	if k.hub != nil {
+		k.hub.mu.Lock()
+		k.hub.unkeepLocked(k.key)
+		k.hub.mu.Unlock()
+	}
+}
+
+// keptHere counts the wake locks of a key that this process keeps, for
+// its holdings or handed to its waiters; ch is closed when the last one
+// is let go of. While one is kept, the gated watches of the key wait in
+// the process, for a release here hands the wake lock to one of them:
+// blocked in the server, a watch whose waiter won the key that way would
+// tie up its connection until its wait's bound.
+type keptHere struct {
+	n  int
+	ch chan struct{}
+}
+
+func (h *localHub) keepLocked(key string) {
+	if h.kept == nil {
+		h.kept = make(map[string]*keptHere)
+	}
+	k := h.kept[key]
+	if k == nil {
+		k = &keptHere{ch: make(chan struct{})}
+		h.kept[key] = k
+	}
+	k.n++
+}
+
+func (h *localHub) unkeepLocked(key string) {
+	if k := h.kept[key]; k != nil {
+		if k.n--; k.n == 0 {
+			close(k.ch)
+			delete(h.kept, key)
+		}
+	}
+}
+
+// keptLocked returns a channel closed when this process keeps the wake
+// lock of key no longer, or nil if it keeps none.
+func (h *localHub) keptLocked(key string) <-chan struct{} {
+	if k := h.kept[key]; k != nil {
+		return k.ch
+	}
+	return nil
 }
 
 func (b *Backend) prepareGates() {
@@ -155,16 +228,14 @@ func (g *gates) put(c *sql.Conn, name string, has bool) {
 	_ = c.Close()
 }
 
-// keep makes c, which has the wake lock name, the wake lock of the
-// holding id for ttl.
-func (b *Backend) keep(id driver.LeaseID, c *sql.Conn, name string, ttl time.Duration) {
+// keep makes k the wake lock of the holding id for ttl.
+func (b *Backend) keep(id driver.LeaseID, k *keptGate, ttl time.Duration) {
 	g := &b.gates
-	k := &keptGate{conn: c, name: name}
 	g.mu.Lock()
 	if old := g.held[id]; old != nil {
 		// A repeated grant of the same holding: one wake lock is enough.
 		g.mu.Unlock()
-		g.put(c, name, true)
+		k.release()
 		return
 	}
 	if g.held == nil {
@@ -175,22 +246,99 @@ func (b *Backend) keep(id driver.LeaseID, c *sql.Conn, name string, ttl time.Dur
 	g.mu.Unlock()
 }
 
-// letGo lets go of the wake lock of the holding id, if k (any, if nil)
-// keeps it: the holding was released, or its lease ended. It reports
-// whether it did.
-func (b *Backend) letGo(id driver.LeaseID, k *keptGate) bool {
+// letGo lets go of the wake lock of the holding id, if k keeps it: the
+// lease ended unrenewed.
+func (b *Backend) letGo(id driver.LeaseID, k *keptGate) {
+	if k = b.unkeep(id, k); k != nil {
+		k.release()
+	}
+}
+
+// unkeep takes the wake lock of the holding id out of b's keeping, if k
+// (any, if nil) keeps it, and returns it.
+func (b *Backend) unkeep(id driver.LeaseID, k *keptGate) *keptGate {
 	g := &b.gates
 	g.mu.Lock()
 	cur := g.held[id]
 	if cur == nil || (k != nil && cur != k) {
 		g.mu.Unlock()
-		return false
+		return nil
 	}
 	delete(g.held, id)
 	g.mu.Unlock()
 	cur.timer.Stop()
-	g.put(cur.conn, cur.name, true)
+	return cur
+}
+
+// passWake passes on the wake lock of the holding id, which was released:
+// to the waiter of the key in this process that began first, if there is
+// one (handOver), else to the server, which wakes one waiting backend in
+// any process. It reports whether the holding kept one.
+func (b *Backend) passWake(id driver.LeaseID) bool {
+	k := b.unkeep(id, nil)
+	if k == nil {
+		return false
+	}
+	if !b.handOver(id.Key, k) {
+		k.release()
+	}
 	return true
+}
+
+// handOver gives k, the wake lock of a released holding of key, to the
+// gated watch of key in this process that began first and has no wake
+// lock, and wakes it: the wake lock stays on its connection, so the
+// waiters of other processes sleep on, and the woken waiter's attempt
+// names it as its gate, keeping it for the holding it wins. A waiter
+// that makes no attempt within maxPoll lets go of it. handOver reports
+// whether it found a watch.
+func (b *Backend) handOver(key string, k *keptGate) bool {
+	h := b.knownHub()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var oldest *localWatch
+	for w := range h.watches[key] {
+		if !w.gated || oldest != nil && w.seq > oldest.seq {
+			continue
+		}
+		w.mu.Lock()
+		free := !w.closed && w.given == nil && w.baton == nil
+		w.mu.Unlock()
+		if free {
+			oldest = w
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	w := oldest
+	w.mu.Lock()
+	w.given = k
+	k.timer = time.AfterFunc(maxPoll, func() {
+		if k := w.takeGiven(k); k != nil {
+			k.release()
+		}
+	})
+	w.mu.Unlock()
+	w.wake()
+	return true
+}
+
+// takeGiven takes from w the wake lock handed to it, if k (any, if nil)
+// is that one and no attempt has it.
+func (w *localWatch) takeGiven(k *keptGate) *keptGate {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.given
+	if cur == nil || (k != nil && cur != k) || w.lentGiven {
+		return nil
+	}
+	w.given = nil
+	cur.timer.Stop()
+	return cur
 }
 
 // renewed keeps the wake lock of the holding id for ttl more.
@@ -221,6 +369,14 @@ func (b *Backend) baton(key string) (*localWatch, int64) {
 			continue
 		}
 		w.mu.Lock()
+		if w.given != nil && !w.lentGiven {
+			// A release of this process handed it the wake lock.
+			w.lentGiven = true
+			w.given.timer.Stop()
+			id := w.given.id
+			w.mu.Unlock()
+			return w, id
+		}
 		if w.baton != nil && !w.lent {
 			w.lent = true
 			id := w.id
@@ -254,6 +410,17 @@ func (b *Backend) waited(key string) bool {
 // which lets go of it.
 func (b *Backend) settle(w *localWatch, granted bool, id driver.LeaseID, ttl time.Duration) {
 	w.mu.Lock()
+	if w.lentGiven {
+		k := w.given
+		w.given, w.lentGiven = nil, false
+		w.mu.Unlock()
+		if granted {
+			b.keep(id, k, ttl)
+		} else {
+			k.release()
+		}
+		return
+	}
 	c, done := w.conn, w.baton
 	w.lent, w.baton = false, nil
 	if granted {
@@ -261,7 +428,7 @@ func (b *Backend) settle(w *localWatch, granted bool, id driver.LeaseID, ttl tim
 	}
 	w.mu.Unlock()
 	if granted {
-		b.keep(id, c, w.name, ttl)
+		b.keep(id, w.b.newKept(c, w.name, w.id, w.key), ttl)
 	}
 	close(done)
 }
@@ -274,12 +441,12 @@ func (b *Backend) takeWake(ctx context.Context, id driver.LeaseID, ttl time.Dura
 		return
 	}
 	name := wakeLockName(b.table, id.Key)
-	var got sql.NullInt64
-	if err := c.QueryRowContext(ctx, `SELECT GET_LOCK('`+name+`', 0)`).Scan(&got); err != nil || got.Int64 != 1 {
+	var got, conn sql.NullInt64
+	if err := c.QueryRowContext(ctx, `SELECT GET_LOCK('`+name+`', 0), CONNECTION_ID()`).Scan(&got, &conn); err != nil || got.Int64 != 1 {
 		b.gates.put(c, name, err != nil)
 		return
 	}
-	b.keep(id, c, name, ttl)
+	b.keep(id, b.newKept(c, name, conn.Int64, id.Key), ttl)
 }
 
 // gateLoop is a gated watch's wait: blocked in GET_LOCK on the key's wake
@@ -312,6 +479,19 @@ func (w *localWatch) gateLoop(quit context.Context) {
 		}
 	}
 	for quit.Err() == nil {
+		w.h.mu.Lock()
+		here := w.h.keptLocked(w.key)
+		w.h.mu.Unlock()
+		if here != nil {
+			// A holding of this process keeps the wake lock: its release
+			// hands it to a waiter here (handOver).
+			select {
+			case <-here:
+				continue
+			case <-quit.Done():
+				return
+			}
+		}
 		w.mu.Lock()
 		c := w.conn
 		w.mu.Unlock()
@@ -453,7 +633,7 @@ func (g *gates) close() {
 	g.mu.Unlock()
 	for _, k := range held {
 		k.timer.Stop()
-		g.put(k.conn, k.name, true)
+		k.release()
 	}
 	g.mu.Lock()
 	g.closed = true

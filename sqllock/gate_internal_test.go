@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -291,5 +292,124 @@ func TestWatchBoundedByLease(t *testing.T) {
 				t.Fatalf("Acquire after the watch woke: %+v, %v; want granted", g, err)
 			}
 		})
+	}
+}
+
+// TestReleaseHandsOverInProcessMariaDB: on MariaDB, a release whose
+// process has a waiter of the key hands the key's wake lock to that
+// waiter in the process, without letting go of it in the server: the
+// waiter of this process is woken, one of another process that blocked on
+// the wake lock first sleeps on, and the wake lock stays on the
+// connection that held it, so that the waiter's holding keeps it. Once
+// this process has no waiter left, a release wakes the other process's;
+// and so does a waiter handed the wake lock that makes no attempt.
+func TestReleaseHandsOverInProcessMariaDB(t *testing.T) {
+	dsn := testserver.StartMariaDB(t).DSN()
+	for _, claim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "claimed", false: "unclaimed"}[claim], func(t *testing.T) {
+			checkHandOver(t, dsn, "hand-over-"+strconv.FormatBool(claim), claim)
+		})
+	}
+}
+
+func checkHandOver(t *testing.T, dsn, key string, claim bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	here := &localHub{watches: make(watchSet[*localWatch])}
+	backend := func(h *localHub) *Backend {
+		b := newOn(t, openDB(t, "mysql", dsn))
+		b.pollFirst, b.pollCap = time.Hour, time.Hour
+		b.turn = "5000000"
+		b.prepareStatements()
+		b.local = h
+		return b
+	}
+	holder, local := backend(here), backend(here)
+	remote := backend(&localHub{watches: make(watchSet[*localWatch])})
+	hw, err := holder.Watch(ctx, key, "")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	first := driver.Lease{Key: key, Owner: "holder"}
+	if g, err := holder.Acquire(ctx, driver.Request{Lease: first, TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	hw.Close()
+	watch := func(b *Backend, owner string) (driver.Watch, driver.Lease) {
+		t.Helper()
+		l := driver.Lease{Key: key, Owner: owner}
+		if g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute}); err != nil || g.Acquired {
+			t.Fatalf("%s: Acquire: %+v, %v; want refused", owner, g, err)
+		}
+		w, err := b.Watch(ctx, key, "")
+		if err != nil {
+			t.Fatalf("%s: Watch: %v", owner, err)
+		}
+		t.Cleanup(func() { w.Close() })
+		time.Sleep(500 * time.Millisecond) // its gate blocks on the wake lock
+		return w, l
+	}
+	rw, rl := watch(remote, "remote")
+	lw, ll := watch(local, "local")
+	probe := openDB(t, "mysql", dsn)
+	wakeHolder := func() int64 {
+		t.Helper()
+		var id sql.NullInt64
+		if err := probe.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?)`, wakeLockName(holder.table, key)).Scan(&id); err != nil {
+			t.Fatalf("IS_USED_LOCK: %v", err)
+		}
+		return id.Int64
+	}
+	kept := wakeHolder()
+	if kept == 0 {
+		t.Fatalf("the holder that waited keeps no wake lock")
+	}
+	if err := holder.Release(ctx, first); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-lw.C():
+	case <-rw.C():
+		t.Fatalf("the release woke the waiter of another process; want this process's")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the release woke no waiter of this process")
+	}
+	if !claim {
+		// The waiter woken gives up: the other process's is woken.
+		select {
+		case <-rw.C():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the waiter handed the wake lock made no attempt, and the other process's was not woken")
+		}
+		if g, err := remote.Acquire(ctx, driver.Request{Lease: rl, TTL: time.Minute}); err != nil || !g.Acquired {
+			t.Fatalf("the other process's attempt: %+v, %v; want granted", g, err)
+		}
+		return
+	}
+	if g, err := local.Acquire(ctx, driver.Request{Lease: ll, TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("the woken waiter's attempt: %+v, %v; want granted", g, err)
+	}
+	lw.Close()
+	if got := wakeHolder(); got != kept {
+		t.Fatalf("the wake lock is on connection %d after the hand-over; want %d, where it was: let go of in the server", got, kept)
+	}
+	select {
+	case <-rw.C():
+		t.Fatalf("the other process's waiter was woken while the key changed hands in this one")
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := local.Release(ctx, ll); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	select {
+	case <-rw.C():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("with no waiter left in this process, a release did not wake the other process's")
+	}
+	if g, err := remote.Acquire(ctx, driver.Request{Lease: rl, TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("the other process's attempt: %+v, %v; want granted", g, err)
+	}
+	if err := remote.Release(ctx, rl); err != nil {
+		t.Fatalf("Release: %v", err)
 	}
 }

@@ -4,20 +4,76 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 )
 
 // prepared keeps the statements of the hot path (acquire, release,
-// refresh, a refusal's reading of the row, a waiter's poll) prepared on
-// the pool, each connection preparing a statement
+// refresh, a refusal's reading of the row, a waiter's poll) and of the
+// transactions (fair attempts and releases, read-write locks and
+// semaphores) prepared on the pool, each connection preparing a statement
 // once. Without it, MySQL's driver prepares, executes and closes a
 // statement with arguments on every call (the server parses it each
 // time), and SQLite compiles it each time. PostgreSQL's pgx keeps its own
 // per-connection cache, so the PostgreSQL dialect runs statements as
 // they are.
 type prepared struct {
-	mu     sync.RWMutex // held for reading while a prepared statement runs
-	stmts  map[string]*sql.Stmt
-	closed bool
+	mu      sync.RWMutex // held for reading while a prepared statement runs
+	stmts   map[string]*sql.Stmt
+	closed  bool
+	warming map[string]bool // being prepared for runPrepared's next calls
+}
+
+// runPrepared calls fn with s prepared on b's pool if it is already, as
+// run does, and with nil otherwise; s is then prepared on the pool in
+// the background, for the next calls. A transaction's statements run so:
+// the transaction has a connection of the pool, and preparing a
+// statement on the pool may wait for another, which a small pool may
+// never have to spare.
+func (b *Backend) runPrepared(s stmt, fn func(*sql.Stmt)) {
+	if !b.d.prepares {
+		fn(nil)
+		return
+	}
+	p := &b.prepared
+	p.mu.RLock()
+	ps, ok := p.stmts[s.query]
+	if ok || p.closed {
+		defer p.mu.RUnlock()
+		fn(ps)
+		return
+	}
+	p.mu.RUnlock()
+	p.mu.Lock()
+	warm := !p.closed && !p.warming[s.query]
+	if warm {
+		if p.warming == nil {
+			p.warming = make(map[string]bool)
+		}
+		p.warming[s.query] = true
+	}
+	p.mu.Unlock()
+	if warm {
+		go func() {
+			// Prepared without the lock, which the transaction's next
+			// statements take while this waits for a connection.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ps, err := b.db.PrepareContext(ctx, s.query)
+			p.mu.Lock()
+			delete(p.warming, s.query)
+			if err == nil && !p.closed && p.stmts[s.query] == nil {
+				if p.stmts == nil {
+					p.stmts = make(map[string]*sql.Stmt)
+				}
+				p.stmts[s.query], ps = ps, nil
+			}
+			p.mu.Unlock()
+			if ps != nil {
+				_ = ps.Close()
+			}
+		}()
+	}
+	fn(nil)
 }
 
 // run calls fn with s prepared on b's pool, or with nil if s runs as it

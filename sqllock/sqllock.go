@@ -331,9 +331,9 @@ func (b *Backend) Release(ctx context.Context, l driver.Lease) error {
 	handed, err := b.releaseOne(ctx, l)
 	gated := false
 	if (err == nil || errors.Is(err, driver.ErrNotHeld)) && b.gates.on { // b is valid then
-		// Letting go of the key's wake lock wakes one waiter, in this
-		// process or another (see gate.go).
-		gated = b.letGo(l.ID(), nil)
+		// The key's wake lock wakes one waiter: this process's, or
+		// through the server another's (see gate.go).
+		gated = b.passWake(l.ID())
 	}
 	switch {
 	case handed != "":

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -283,4 +284,36 @@ func TestRefusalOneRequestMariaDB(t *testing.T) {
 			t.Fatalf("attempt %d: RetryAfter %v; want the holder's remaining lease, under a minute", i, g.RetryAfter)
 		}
 	}
+}
+
+// TestFairStatementsPreparedMariaDB: on MySQL a fair attempt's
+// transaction runs statements prepared once per connection, as the hot
+// path's are (prepared on the pool in the background after their first
+// use): once they are, a refused fair attempt that keeps its place in
+// line sends no statement to prepare or close, only the statements
+// themselves, also on a pool of one connection.
+func TestFairStatementsPreparedMariaDB(t *testing.T) {
+	_, d := startMariaDB(t)
+	ctx := ctxFor(t, time.Minute)
+	holder := d.backend(t)
+	held := dl.Request{Lease: dl.Lease{Key: "fair-prepared", Owner: "holder"}, TTL: time.Minute, Fair: true}
+	if g, err := holder.Acquire(ctx, held); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	db, c := d.counting(t)
+	db.SetMaxOpenConns(1)
+	other := d.backendOn(t, db)
+	req := dl.Request{Lease: dl.Lease{Key: "fair-prepared", Owner: "other"}, TTL: time.Minute, Fair: true, Queue: time.Minute}
+	var sent []string
+	for i := range 20 {
+		c.take()
+		if g, err := other.Acquire(ctx, req); err != nil || g.Acquired {
+			t.Fatalf("attempt %d: %+v, %v; want refused", i, g, err)
+		}
+		sent = requests(c.take())
+		if !slices.ContainsFunc(sent, func(r string) bool { return strings.HasPrefix(r, "prepare ") || strings.HasPrefix(r, "close ") }) {
+			return
+		}
+	}
+	t.Fatalf("every fair attempt prepared or closed statements; the last sent %d requests:\n%s", len(sent), strings.Join(sent, "\n"))
 }

@@ -34,9 +34,38 @@ func begin[T any](ctx context.Context, b *Backend, fn func(txn) (T, error)) (T, 
 	})
 }
 
+// on calls fn with s for the transaction: on the dialects that prepare
+// (see prepared), the pool's prepared statement once there is one, which
+// a connection prepares once, where MySQL's driver would prepare, run and
+// close a statement at each call (three requests for one); nil otherwise.
+func (t txn) on(s stmt, fn func(*sql.Stmt)) {
+	t.b.runPrepared(s, func(ps *sql.Stmt) {
+		if ps == nil {
+			fn(nil)
+			return
+		}
+		ts := t.tx.StmtContext(t.ctx, ps)
+		defer ts.Close()
+		fn(ts)
+	})
+}
+
+// result runs s.
+func (t txn) result(s stmt, args []any) (res sql.Result, err error) {
+	args = s.args(args...)
+	t.on(s, func(ps *sql.Stmt) {
+		if ps != nil {
+			res, err = ps.ExecContext(t.ctx, args...)
+		} else {
+			res, err = t.tx.ExecContext(t.ctx, s.query, args...)
+		}
+	})
+	return res, err
+}
+
 // exec runs s and returns the number of rows it changed.
 func (t txn) exec(s stmt, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(t.ctx, s.query, s.args(args...)...)
+	res, err := t.result(s, args)
 	if err != nil {
 		return 0, err
 	}
@@ -44,14 +73,22 @@ func (t txn) exec(s stmt, args ...any) (int64, error) {
 }
 
 // row runs s, which selects one row, and scans it into dest.
-func (t txn) row(s stmt, args []any, dest ...any) error {
-	return t.tx.QueryRowContext(t.ctx, s.query, s.args(args...)...).Scan(dest...)
+func (t txn) row(s stmt, args []any, dest ...any) (err error) {
+	args = s.args(args...)
+	t.on(s, func(ps *sql.Stmt) {
+		if ps != nil {
+			err = ps.QueryRowContext(t.ctx, args...).Scan(dest...)
+		} else {
+			err = t.tx.QueryRowContext(t.ctx, s.query, args...).Scan(dest...)
+		}
+	})
+	return err
 }
 
 // insertID runs s and returns the value of LAST_INSERT_ID(expr) it set
 // (MySQL).
 func (t txn) insertID(s stmt, args ...any) (int64, error) {
-	res, err := t.tx.ExecContext(t.ctx, s.query, s.args(args...)...)
+	res, err := t.result(s, args)
 	if err != nil {
 		return 0, err
 	}

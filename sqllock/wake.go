@@ -39,6 +39,7 @@ var localHubs = struct {
 type localHub struct {
 	mu      sync.Mutex
 	watches watchSet[*localWatch]
+	kept    map[string]*keptHere // MySQL: the wake locks of keys held here (gate.go)
 }
 
 func hubOf(id string) *localHub {
@@ -165,14 +166,16 @@ type localWatch struct {
 	closed bool
 
 	// A gated watch's (see gate.go), under mu.
-	gated   bool
-	name    string        // the key's wake lock
-	stop    func()        // ends gateLoop
-	conn    *sql.Conn     // the gate: nil until lent, and after it went to a holding
-	id      int64         // the gate's CONNECTION_ID
-	baton   chan struct{} // the gate has the wake lock, for an attempt; closed when one settles
-	lent    bool          // an attempt runs on the gate
-	refused bool          // the gate has the wake lock, which it lets go of unless an attempt takes it
+	gated     bool
+	name      string        // the key's wake lock
+	stop      func()        // ends gateLoop
+	conn      *sql.Conn     // the gate: nil until lent, and after it went to a holding
+	id        int64         // the gate's CONNECTION_ID
+	baton     chan struct{} // the gate has the wake lock, for an attempt; closed when one settles
+	lent      bool          // an attempt runs on the gate
+	refused   bool          // the gate has the wake lock, which it lets go of unless an attempt takes it
+	given     *keptGate     // a released holding's wake lock, handed over in the process (handOver)
+	lentGiven bool          // an attempt names given
 }
 
 func (w *localWatch) wake() { ring(w.c) }
@@ -240,8 +243,11 @@ func (w *localWatch) Close() error {
 	}
 	w.mu.Unlock()
 	w.h.mu.Lock()
-	defer w.h.mu.Unlock()
 	w.h.watches.remove(w.key, w)
+	w.h.mu.Unlock()
+	if k := w.takeGiven(nil); k != nil {
+		k.release() // nobody here took it: it wakes one waiter in the server
+	}
 	return nil
 }
 
