@@ -23,6 +23,20 @@ type prepared struct {
 	warming map[string]bool // being prepared for runPrepared's next calls
 }
 
+// runReady calls fn with the statement of query, holding the read lock,
+// if it is prepared already, or with nil once the set is closed; it
+// reports whether it did.
+func (p *prepared) runReady(query string, fn func(*sql.Stmt)) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	ps, ok := p.stmts[query]
+	if !ok && !p.closed {
+		return false
+	}
+	fn(ps)
+	return true
+}
+
 // runPrepared calls fn with s prepared on b's pool if it is already, as
 // run does, and with nil otherwise; s is then prepared on the pool in
 // the background, for the next calls. A transaction's statements run so:
@@ -35,14 +49,9 @@ func (b *Backend) runPrepared(s stmt, fn func(*sql.Stmt)) {
 		return
 	}
 	p := &b.prepared
-	p.mu.RLock()
-	ps, ok := p.stmts[s.query]
-	if ok || p.closed {
-		defer p.mu.RUnlock()
-		fn(ps)
+	if p.runReady(s.query, fn) {
 		return
 	}
-	p.mu.RUnlock()
 	p.mu.Lock()
 	warm := !p.closed && !p.warming[s.query]
 	if warm {
@@ -85,16 +94,11 @@ func (b *Backend) run(ctx context.Context, s stmt, fn func(*sql.Stmt)) {
 		return
 	}
 	p := &b.prepared
-	p.mu.RLock()
-	ps, ok := p.stmts[s.query]
-	if ok || p.closed {
-		defer p.mu.RUnlock()
-		fn(ps)
+	if p.runReady(s.query, fn) {
 		return
 	}
-	p.mu.RUnlock()
 	p.mu.Lock()
-	if _, ok = p.stmts[s.query]; !ok && !p.closed {
+	if _, ok := p.stmts[s.query]; !ok && !p.closed {
 		ps, err := b.db.PrepareContext(ctx, s.query)
 		if err != nil {
 			// Not prepared, and not to be looked up again: the statement
