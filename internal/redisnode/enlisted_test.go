@@ -18,19 +18,8 @@ import (
 // script of five commands (the lock's GET, the waiters' ZPOPMIN, the free
 // record, the wake-up and the script).
 func TestEnlistedReleaseSkipsFairLine(t *testing.T) {
-	srv := testserver.StartRedis(t)
-	rdb := newClient(t, srv.Addr())
+	srv, rdb, k := heldWithEnlisted(t)
 	ctx := context.Background()
-	k := redisnode.KeysFor("enlisted:", t.Name())
-	if err := redisnode.LoadScripts(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
-		t.Fatalf("holder: token %d, %v", tok, err)
-	}
-	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
-		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
-	}
 	before := srv.Commands(t)
 	ok, yield, err := redisnode.ReleaseAs(ctx, rdb, k, "holder", "h")
 	if err != nil || !ok {
@@ -51,19 +40,8 @@ func TestEnlistedReleaseSkipsFairLine(t *testing.T) {
 // that plain attempts waited for gets the lock handed over by its
 // release, before the client enlisted first.
 func TestFairWaiterBehindEnlistedLease(t *testing.T) {
-	srv := testserver.StartRedis(t)
-	rdb := newClient(t, srv.Addr())
+	srv, rdb, k := heldWithEnlisted(t)
 	ctx := context.Background()
-	k := redisnode.KeysFor("enlisted:", t.Name())
-	if err := redisnode.LoadScripts(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
-		t.Fatalf("holder: token %d, %v", tok, err)
-	}
-	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
-		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
-	}
 	if tok, _, err := redisnode.AcquireFair(ctx, rdb, k, "fair", time.Minute, "", time.Minute, redisnode.Stamp(), ""); err != nil || tok != 0 {
 		t.Fatalf("fair waiter: token %d, %v; want refused", tok, err)
 	}
@@ -121,4 +99,25 @@ func releaseHandsTo(t *testing.T, srv *testserver.Redis, rdb *redis.Client, k re
 	if !strings.HasPrefix(v, owner+"\n") {
 		t.Errorf("after the release the lock holds %q; want it handed over to %s", v, owner)
 	}
+}
+
+// heldWithEnlisted starts a server where the lock of k is held by the
+// owner "holder" of client "h", and the plain attempt of the owner
+// "waiter" of client "w" was refused and enlisted it.
+func heldWithEnlisted(t *testing.T) (*testserver.Redis, *redis.Client, redisnode.Keys) {
+	t.Helper()
+	srv := testserver.StartRedis(t)
+	rdb := newClient(t, srv.Addr())
+	ctx := context.Background()
+	k := redisnode.KeysFor("enlisted:", t.Name())
+	if err := redisnode.LoadScripts(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "holder", time.Minute, "", "h"); err != nil || tok == 0 {
+		t.Fatalf("holder: token %d, %v", tok, err)
+	}
+	if tok, _, err := redisnode.AcquireAs(ctx, rdb, k, "waiter", time.Minute, "", "w"); err != nil || tok != 0 {
+		t.Fatalf("waiter: token %d, %v; want refused", tok, err)
+	}
+	return srv, rdb, k
 }
