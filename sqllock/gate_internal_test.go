@@ -40,15 +40,7 @@ func TestReleaseWakesOneWaiterMariaDB(t *testing.T) {
 	}
 	// The first holder waited: it watches the key when it is granted.
 	holder := process()
-	hw, err := holder.Watch(ctx, key, "")
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	first := driver.Lease{Key: key, Owner: "holder"}
-	if g, err := holder.Acquire(ctx, driver.Request{Lease: first, TTL: time.Minute}); err != nil || !g.Acquired {
-		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	hw.Close()
+	first := waitedGrant(t, holder, key, "holder")
 	type waiter struct {
 		b *Backend
 		w driver.Watch
@@ -326,15 +318,7 @@ func checkHandOver(t *testing.T, dsn, key string, claim bool) {
 	}
 	holder, local := backend(here), backend(here)
 	remote := backend(&localHub{watches: make(watchSet[*localWatch])})
-	hw, err := holder.Watch(ctx, key, "")
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	first := driver.Lease{Key: key, Owner: "holder"}
-	if g, err := holder.Acquire(ctx, driver.Request{Lease: first, TTL: time.Minute}); err != nil || !g.Acquired {
-		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	hw.Close()
+	first := waitedGrant(t, holder, key, "holder")
 	watch := func(b *Backend, owner string) (driver.Watch, driver.Lease) {
 		t.Helper()
 		l := driver.Lease{Key: key, Owner: owner}
@@ -412,4 +396,21 @@ func checkHandOver(t *testing.T, dsn, key string, claim bool) {
 	if err := remote.Release(ctx, rl); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+}
+
+// waitedGrant grants key to owner on b as to a holder that waited for it:
+// its watch is in place when the grant comes.
+func waitedGrant(t *testing.T, b *Backend, key, owner string) driver.Lease {
+	t.Helper()
+	ctx := context.Background()
+	hw, err := b.Watch(ctx, key, "")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	defer hw.Close()
+	l := driver.Lease{Key: key, Owner: owner}
+	if g, err := b.Acquire(ctx, driver.Request{Lease: l, TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	return l
 }
